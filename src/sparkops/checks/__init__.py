@@ -1,0 +1,66 @@
+"""Checks judge facts: one module per gotcha, one registry, pure functions.
+
+``CHECKS`` maps each G-number (the stable id) to its module; every module exposes
+``check(ctx: CheckContext) -> Finding``. :func:`judge` runs identity first, then G1..G10, and
+turns a check that raises into an ``unknown`` finding naming the error (a bug in one rule
+must not hide the other nine).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from sparkops.checks import (
+    g01_cuda_abi,
+    g02_flash_attn,
+    g03_unified_memory,
+    g04_thermal_power,
+    g05_bandwidth,
+    g06_memory_contention,
+    g07_nvfp4,
+    g08_stale_playbooks,
+    g09_container_first,
+    g10_tensor_parallel,
+    identity,
+)
+from sparkops.checks.base import CheckContext, Finding, Status
+from sparkops.facts.model import Facts
+from sparkops.knowledge import Knowledge
+from sparkops.workload import Workload
+
+CHECKS: dict[str, ModuleType] = {
+    "G1": g01_cuda_abi,
+    "G2": g02_flash_attn,
+    "G3": g03_unified_memory,
+    "G4": g04_thermal_power,
+    "G5": g05_bandwidth,
+    "G6": g06_memory_contention,
+    "G7": g07_nvfp4,
+    "G8": g08_stale_playbooks,
+    "G9": g09_container_first,
+    "G10": g10_tensor_parallel,
+}
+
+
+def context(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> CheckContext:
+    ident = identity.identify(facts, kb)
+    return CheckContext(facts=facts, kb=kb, workload=workload or Workload(), platform=ident.platform,
+                        profile=ident.profile, headroom_gb=identity.headroom_gb(facts, ident, kb))
+
+
+def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tuple[CheckContext, list[Finding]]:
+    """Identity then G1..G10: always eleven findings, in that order."""
+    ctx = context(facts, kb, workload)
+    ident = identity.identify(facts, kb)
+    findings = [identity.check(facts, kb, ident)]
+    for gid, mod in CHECKS.items():
+        try:
+            f = mod.check(ctx)
+            if f.gotcha != gid:
+                raise ValueError(f"check module returned {f.gotcha} for {gid}")
+        except Exception as exc:  # a rule bug becomes a visible unknown, never a crash
+            f = Finding(gotcha=gid, status=Status.unknown,
+                        summary=f"internal error in the {gid} check: {type(exc).__name__}: {exc}"[:300],
+                        detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.")
+        findings.append(f)
+    return ctx, findings

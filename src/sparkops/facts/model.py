@@ -1,0 +1,272 @@
+"""The facts snapshot: everything the checks judge, gathered once, replayable anywhere.
+
+Units ride in field names (``_bytes``, ``_w``, ``_c``, ``_mhz``, ``_us``); human strings are made
+only by reporters. A reading that could not be taken is an :class:`Unavailable` with its reason.
+Bump ``FACTS_SCHEMA_VERSION`` on any incompatible change; readers refuse newer majors.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkops.facts.reading import NOT_COLLECTED, Unavailable
+
+FACTS_SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProbeRecord(_Model):
+    """How one probe went: whether it produced facts, how long it took, and what it tried."""
+
+    name: str
+    ok: bool
+    duration_s: float = 0.0
+    reason: str = ""  # why it failed or what it fell back to
+    source: str = ""  # e.g. "nvml", "nvidia-smi", "cache", "gh", "rest"
+
+
+# --------------------------------------------------------------------------- host
+class ContainerFacts(_Model):
+    """Container markers. An empty marker list is NOT proof of a bare host (cgroup v2 hides them)."""
+
+    markers: list[str] = Field(default_factory=list)  # "/.dockerenv", "env:container=podman", ...
+    image_kind: Literal["ngc-pytorch", "ngc-other", "unsloth", "other", "none"] | Unavailable = NOT_COLLECTED
+    image_hint: str = ""  # e.g. "nvcr.io/nvidia/pytorch:25.09-py3" or "NVIDIA_PYTORCH_VERSION=25.09"
+    nvidia_env: dict[str, str] = Field(default_factory=dict)  # NVIDIA_*/NGC version variables seen
+
+
+class PythonEnvFacts(_Model):
+    """What kind of environment the *target* interpreter lives in."""
+
+    kind: Literal["venv", "uv", "conda", "system", "unknown"] = "unknown"
+    prefix: str = ""
+
+
+class HostFacts(_Model):
+    arch: str | Unavailable = NOT_COLLECTED  # "aarch64", "x86_64"
+    kernel: str | Unavailable = NOT_COLLECTED
+    os_release: dict[str, str] = Field(default_factory=dict)  # NAME, VERSION_ID, PRETTY_NAME, DGX_NAME...
+    dmi_product: str | Unavailable = NOT_COLLECTED
+    cpu_model: str | Unavailable = NOT_COLLECTED
+    cpu_count: int | Unavailable = NOT_COLLECTED
+    hostname: str = ""
+    container: ContainerFacts = Field(default_factory=ContainerFacts)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables the checks read (CUDA_VISIBLE_DEVICES, WORLD_SIZE, "
+        "TRITON_PTXAS_PATH, TORCH_CUDA_ARCH_LIST, HF_*...), secrets removed.",
+    )
+    dev_nvidia: dict[str, str] | Unavailable = NOT_COLLECTED  # "/dev/nvidia0" -> "rw" | "r" | "none"
+
+
+# --------------------------------------------------------------------------- memory
+class PsiFacts(_Model):
+    some_avg10: float
+    some_avg60: float
+    full_avg10: float
+    full_avg60: float
+
+
+class CgroupMemFacts(_Model):
+    version: Literal[1, 2] | Unavailable = NOT_COLLECTED
+    limit_bytes: int | None | Unavailable = NOT_COLLECTED  # None: "max" (no limit)
+    usage_bytes: int | Unavailable = NOT_COLLECTED
+
+
+class MemoryFacts(_Model):
+    """/proc/meminfo in bytes (keys as the kernel names them), PSI and the cgroup limit."""
+
+    meminfo_bytes: dict[str, int] | Unavailable = NOT_COLLECTED
+    psi: PsiFacts | Unavailable = NOT_COLLECTED
+    cgroup: CgroupMemFacts = Field(default_factory=CgroupMemFacts)
+
+
+# --------------------------------------------------------------------------- GPU
+class GpuProcess(_Model):
+    pid: int
+    name: str = ""
+    kind: Literal["compute", "graphics", "unknown"] = "unknown"
+    used_memory_bytes: int | Unavailable = NOT_COLLECTED
+
+
+class GpuDevice(_Model):
+    index: int
+    name: str
+    pci_bus_id: str = ""
+    capability: tuple[int, int] | Unavailable = NOT_COLLECTED
+    multiprocessor_count: int | Unavailable = NOT_COLLECTED
+    memory_total_bytes: int | Unavailable = NOT_COLLECTED  # NOT_SUPPORTED on GB10 (unified memory)
+    memory_used_bytes: int | Unavailable = NOT_COLLECTED
+    memory_free_bytes: int | Unavailable = NOT_COLLECTED
+    addressing_mode: str | Unavailable = NOT_COLLECTED  # "ATS", "HMM", "none"
+    power_draw_w: float | Unavailable = NOT_COLLECTED
+    power_limit_w: float | Unavailable = NOT_COLLECTED  # enforced limit; N/A on GB10
+    temperature_c: float | Unavailable = NOT_COLLECTED
+    sm_clock_mhz: float | Unavailable = NOT_COLLECTED
+    sm_clock_max_mhz: float | Unavailable = NOT_COLLECTED
+    utilization_pct: float | Unavailable = NOT_COLLECTED
+    pstate: str | Unavailable = NOT_COLLECTED  # "P0"
+    clock_event_reasons: int | Unavailable = NOT_COLLECTED  # NVML bitmask
+    violation_us: dict[str, int] = Field(
+        default_factory=dict,
+        description="Cumulative clock-event (throttle) counters in microseconds at the start of "
+        "collection: sw_power_cap, sync_boost, sw_thermal, hw_thermal, hw_power_brake.",
+    )
+    violation_us_end: dict[str, int] = Field(
+        default_factory=dict, description="Same counters read again at the end of collection."
+    )
+    violation_window_s: float = 0.0
+    processes: list[GpuProcess] | Unavailable = NOT_COLLECTED
+
+
+class GpuFacts(_Model):
+    source: Literal["nvml", "nvidia-smi", "none"] = "none"
+    driver_version: str | Unavailable = NOT_COLLECTED
+    cuda_driver_version: str | Unavailable = NOT_COLLECTED  # e.g. "13.0": newest CUDA the driver runs
+    devices: list[GpuDevice] = Field(default_factory=list)
+    nvml_error: str = ""  # why NVML could not be used, when it could not
+    smi_error: str = ""  # why the nvidia-smi fallback failed, when it did
+    smi_host_error: str = ""  # nvidia-smi's own complaint (e.g. "couldn't communicate with the driver")
+
+
+# --------------------------------------------------------------------------- CUDA libraries
+class CudaLibFacts(_Model):
+    ldconfig: dict[str, list[str]] | Unavailable = NOT_COLLECTED  # soname -> paths, CUDA libs only
+    cudart13_load: bool | Unavailable = NOT_COLLECTED  # ctypes.CDLL("libcudart.so.13")
+    cudart13_error: str = ""
+    cudart_runtime_version: int | Unavailable = NOT_COLLECTED  # cudaRuntimeGetVersion, e.g. 13000
+    cuobjdump: str | Unavailable = NOT_COLLECTED  # path, when present
+
+
+# --------------------------------------------------------------------------- processes
+class HostProcess(_Model):
+    """A process worth knowing about for G6 (servers, trainers, D-state holders)."""
+
+    pid: int
+    name: str
+    kind: str = "other"  # vllm, sglang, ollama, llama.cpp, tgi, trtllm, comfyui, trainer, other
+    cmdline: str = ""  # redacted, truncated
+    rss_bytes: int = 0
+    state: str = ""  # psutil status: "running", "sleeping", "disk-sleep" (D) ...
+    memory_fraction: float | None = None  # a server's cap, e.g. vLLM --gpu-memory-utilization
+    memory_cap_source: str = ""  # "default", "cmdline", "env"
+
+
+class ProcessFacts(_Model):
+    processes: list[HostProcess] | Unavailable = NOT_COLLECTED
+    scanned: int = 0
+
+
+# --------------------------------------------------------------------------- target Python env
+class ExtensionNeeds(_Model):
+    """CUDA libraries an installed extension module links (ELF DT_NEEDED)."""
+
+    package: str
+    file: str
+    needed: list[str]
+
+
+class TorchLive(_Model):
+    """What the target interpreter said when it really imported torch (full depth)."""
+
+    import_ok: bool
+    error: str = ""  # exception text, or how it died
+    died_by_signal: int | None = None
+    timed_out: bool = False
+    duration_s: float = 0.0
+    version: str = ""
+    cuda: str | None = None  # torch.version.cuda
+    cuda_available: bool | None = None
+    device_count: int | None = None
+    device_name: str = ""
+    capability: tuple[int, int] | None = None
+    arch_list: list[str] = Field(default_factory=list)
+    mem_get_info_bytes: tuple[int, int] | None = None  # (free, total)
+    total_memory_bytes: int | None = None
+    flash_sdp_enabled: bool | None = None
+    mem_efficient_sdp_enabled: bool | None = None
+    math_sdp_enabled: bool | None = None
+    flash_attn_import: bool | None = None  # None: not installed
+    flash_attn_error: str = ""
+    warnings: list[str] = Field(default_factory=list)  # e.g. the (8.0)-(12.0) capability warning
+    cuda_error: str = ""
+
+
+class TorchStatic(_Model):
+    """torch as read from its files, without importing it."""
+
+    version: str  # "2.11.0+cu130", "2.9.0a0+50eac811a6.nv25.09"
+    cuda: str | None  # torch/version.py `cuda`, None for CPU builds
+    local_tag: str = ""  # "cu130", "cpu", "50eac811a6.nv25.09"
+    location: str = ""
+
+
+class TargetEnvFacts(_Model):
+    python: str = ""  # the interpreter judged
+    chosen_because: str = ""  # "--python", "python3 on PATH", "the tool's own interpreter"
+    python_version: str | Unavailable = NOT_COLLECTED
+    env: PythonEnvFacts = Field(default_factory=PythonEnvFacts)
+    distributions: dict[str, str] | Unavailable = NOT_COLLECTED  # canonical name -> version
+    torch: TorchStatic | Unavailable = NOT_COLLECTED
+    extensions: list[ExtensionNeeds] | Unavailable = NOT_COLLECTED
+    extensions_truncated: bool = False
+    live: TorchLive | Unavailable = NOT_COLLECTED  # not_collected in --quick
+
+
+# --------------------------------------------------------------------------- G10 configs
+class ConfigHit(_Model):
+    file: str
+    line: int
+    key: str  # tensor_parallel_size, tp_size, num_machines, nnodes, ...
+    value: str
+    kind: Literal["tensor_parallel", "nodes", "world"] = "tensor_parallel"
+
+
+class ConfigScanFacts(_Model):
+    roots: list[str] = Field(default_factory=list)
+    files_read: int = 0
+    files_skipped: int = 0  # over size, binary, unparseable
+    unreadable: list[str] = Field(default_factory=list)  # paths that could not be read
+    truncated: bool = False  # hit the file-count / time limit
+    hits: list[ConfigHit] = Field(default_factory=list)
+    scanned: bool = False
+
+
+# --------------------------------------------------------------------------- G8 playbooks
+class PlaybookIssue(_Model):
+    number: int
+    title: str
+    labels: list[str] = Field(default_factory=list)
+    updated_at: str = ""
+
+
+class PlaybookIssuesFacts(_Model):
+    repo: str = "NVIDIA/dgx-spark-playbooks"
+    issues: list[PlaybookIssue] | Unavailable = NOT_COLLECTED
+    fetched_at: datetime | None = None
+    source: str = ""  # "gh", "rest", "cache"
+
+
+# --------------------------------------------------------------------------- the snapshot
+class Facts(_Model):
+    """One collection of one machine. ``spark-ops collect`` writes it; ``--facts`` replays it."""
+
+    schema_version: int = FACTS_SCHEMA_VERSION
+    tool_version: str = ""
+    collected_at: datetime | None = None
+    depth: Literal["quick", "full"] = "full"
+    probes: dict[str, ProbeRecord] = Field(default_factory=dict)
+    host: HostFacts = Field(default_factory=HostFacts)
+    memory: MemoryFacts = Field(default_factory=MemoryFacts)
+    gpu: GpuFacts = Field(default_factory=GpuFacts)
+    cuda_libs: CudaLibFacts = Field(default_factory=CudaLibFacts)
+    processes: ProcessFacts = Field(default_factory=ProcessFacts)
+    target: TargetEnvFacts = Field(default_factory=TargetEnvFacts)
+    configs: ConfigScanFacts = Field(default_factory=ConfigScanFacts)
+    playbooks: PlaybookIssuesFacts = Field(default_factory=PlaybookIssuesFacts)

@@ -1,0 +1,133 @@
+"""Knowledge as data: the gotcha catalog, thresholds, GPU profiles and the dated stack matrix.
+
+Every file carries ``version`` and ``last_verified``; numbers live here, not in checks. Files are
+read with ``yaml.safe_load`` and validated by pydantic, so a bad edit fails loudly at load.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Gotcha(_Model):
+    """A catalog entry, in ruff's rule-doc sections."""
+
+    id: str
+    title: str
+    symptom: str
+    cause: str
+    check: str
+    fix: str
+    known_problems: str = ""
+    references: list[str] = Field(default_factory=list)
+    last_verified: date
+
+
+class Profile(_Model):
+    """One GPU model's expectations."""
+
+    key: str
+    name_patterns: list[str]  # substrings matched against the NVML/nvidia-smi name (case-insensitive)
+    capability: tuple[int, int] | None = None
+    memory: str = ""  # "unified LPDDR5X", "141 GB HBM3e"
+    unified_memory: bool = False
+    spec_bandwidth_gbs: float | None = None
+    board_power_w: float | None = None
+    sustained_power_w: float | None = None
+    expected_cuda_major: int | None = None
+    nvfp4: bool = False  # has FP4 tensor cores (Blackwell)
+    measured_bandwidth_gbs: tuple[float, float] | None = None
+    notes: str = ""
+
+
+class PackagePin(_Model):
+    name: str
+    version: str
+    note: str = ""
+
+
+class HardBlocker(_Model):
+    """A combination that is known to break (e.g. torchao < 0.16 beside current peft)."""
+
+    package: str
+    below: str
+    when_installed: str
+    message: str
+
+
+class StackMatrix(_Model):
+    version: int
+    last_verified: date
+    refresh_horizon_days: int
+    base_image: str
+    base_torch: str
+    unsloth_image: str
+    known_good: list[PackagePin]
+    hard_blockers: list[HardBlocker]
+    ngc_tags: dict[str, str]  # tag -> torch version inside
+    component_status: dict[str, str]
+    bare_pip_sequence: list[str]
+
+
+class Knowledge(_Model):
+    gotchas: dict[str, Gotcha]
+    thresholds: dict[str, Any]
+    profiles: list[Profile]
+    matrix: StackMatrix
+    catalog_version: int
+    catalog_last_verified: date
+
+    def gotcha(self, gid: str) -> Gotcha:
+        return self.gotchas[gid]
+
+    def t(self, key: str) -> Any:
+        """A threshold by dotted key, e.g. ``t("g3.os_reserve_gb")``."""
+        node: Any = self.thresholds
+        for part in key.split("."):
+            node = node[part]
+        return node
+
+    def profile_for(self, gpu_name: str) -> Profile | None:
+        low = gpu_name.lower()
+        for p in self.profiles:
+            if any(pat.lower() in low for pat in p.name_patterns):
+                return p
+        return None
+
+
+def _read(name: str) -> Any:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def load_matrix_file(path: Path) -> StackMatrix:
+    """A user-supplied newer matrix (``--matrix FILE``)."""
+    return StackMatrix.model_validate(yaml.safe_load(path.read_text(encoding="utf-8"))["matrix"])
+
+
+@lru_cache(maxsize=1)
+def load() -> Knowledge:
+    """The packaged knowledge base (cached: it is immutable data)."""
+    g = _read("gotchas.yaml")
+    th = _read("thresholds.yaml")
+    pr = _read("gpu_profiles.yaml")
+    mx = _read("stack_matrix.yaml")
+    return Knowledge(
+        gotchas={e["id"]: Gotcha.model_validate(e) for e in g["gotchas"]},
+        thresholds=th["thresholds"],
+        profiles=[Profile.model_validate(p) for p in pr["profiles"]],
+        matrix=StackMatrix.model_validate(mx["matrix"]),
+        catalog_version=g["version"],
+        catalog_last_verified=g["last_verified"],
+    )

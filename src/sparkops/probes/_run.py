@@ -1,0 +1,119 @@
+"""The one place that spawns processes: bounded, argv-only, own process group, capped output.
+
+``run`` never raises. A missing tool, a hang, a crash or a flood of output all come back as a
+:class:`RunResult` whose ``error`` names what happened, so a probe can turn it into an
+``Unavailable`` with a reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple[str, ...]
+    ok: bool  # exited 0 in time
+    returncode: int | None
+    stdout: str
+    stderr: str
+    error: str  # "" | "not_found" | "timeout" | "nonzero_exit" | "signal" | "exception: ..."
+    duration_s: float
+    signal: int | None = None
+    truncated: bool = False
+
+    def describe(self) -> str:
+        """One line for a finding or a probe note."""
+        name = os.path.basename(self.argv[0]) if self.argv else "?"
+        if self.ok:
+            return f"{name} ok"
+        if self.error == "timeout":
+            return f"{name} did not answer within {self.duration_s:.1f} s (killed)"
+        if self.error == "not_found":
+            return f"{name} not found"
+        if self.error == "signal":
+            return f"{name} died on signal {self.signal} ({_signame(self.signal)})"
+        tail = (self.stderr or self.stdout).strip().splitlines()[-1:] or [""]
+        return f"{name} exited {self.returncode}: {tail[0][:200]}"
+
+
+def _signame(sig: int | None) -> str:
+    try:
+        return signal.Signals(sig).name if sig else "?"
+    except ValueError:
+        return "?"
+
+
+def which(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Find an executable on the PATH of ``env`` (defaults to this process's)."""
+    path = (env or os.environ).get("PATH", os.defpath)
+    return shutil.which(name, path=path)
+
+
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+    cwd: str | None = None,
+) -> RunResult:
+    """Run ``argv`` with a hard deadline; kill its whole process group when it is passed."""
+    argv = tuple(str(a) for a in argv)
+    start = time.monotonic()
+    exe = argv[0] if os.path.sep in argv[0] else which(argv[0], env)
+    if not exe or not os.path.exists(exe):
+        return RunResult(argv, False, None, "", "", "not_found", 0.0)
+    try:
+        proc = subprocess.Popen(
+            (exe, *argv[1:]),
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,  # own process group: we can kill grandchildren too
+        )
+    except OSError as exc:
+        return RunResult(argv, False, None, "", "", f"exception: {exc}", time.monotonic() - start)
+    try:
+        out_b, err_b = proc.communicate(input=stdin_text.encode() if stdin_text is not None else None,
+                                        timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        try:
+            out_b, err_b = proc.communicate(timeout=2)
+        except (subprocess.TimeoutExpired, ValueError):
+            out_b, err_b = b"", b""
+        return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
+                         time.monotonic() - start)
+    duration = time.monotonic() - start
+    truncated = len(out_b) > MAX_OUTPUT_BYTES or len(err_b) > MAX_OUTPUT_BYTES
+    out, err = _dec(out_b), _dec(err_b)
+    rc = proc.returncode
+    if rc is not None and rc < 0:
+        return RunResult(argv, False, rc, out, err, "signal", duration, signal=-rc, truncated=truncated)
+    if rc != 0:
+        return RunResult(argv, False, rc, out, err, "nonzero_exit", duration, truncated=truncated)
+    return RunResult(argv, True, rc, out, err, "", duration, truncated=truncated)
+
+
+def _dec(b: bytes | None) -> str:
+    return (b or b"")[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass

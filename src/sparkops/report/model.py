@@ -1,0 +1,72 @@
+"""env-report.json: the public output contract (shared/spec/report.md).
+
+The minimal shape (``platform``, ``checks`` G1..G10 -> "status: detail", ``headroom_gb``,
+``verdict``) is kept verbatim for old consumers; richer fields sit beside it, never instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkops.checks.base import Finding, Status
+from sparkops.facts.model import ProbeRecord
+from sparkops.workload import Workload
+
+REPORT_SCHEMA_VERSION = 1
+GOTCHA_IDS = tuple(f"G{i}" for i in range(1, 11))
+
+
+class Identity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    platform: Literal["dgx-spark", "nvidia", "none"]
+    profile: str | None = None  # profile key, e.g. "gb10", "h200"
+    gpu_name: str | None = None
+    capability: tuple[int, int] | None = None
+    arch: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    unified_memory: bool | None = None
+    note: str = ""
+
+
+class BlockingItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gotcha: str
+    summary: str
+    fix: str
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # ---- the original minimal contract
+    platform: Literal["dgx-spark", "nvidia", "none"]
+    checks: dict[str, str] = Field(description="G1..G10 -> 'pass' | 'fail: ...' | 'warn: ...' | "
+                                   "'skip: ...' | 'info: ...' | 'unknown: ...'")
+    headroom_gb: float | None
+    verdict: Literal["ready", "ready-with-warnings", "blocked"]
+    # ---- richer fields
+    schema_version: int = REPORT_SCHEMA_VERSION
+    tool_version: str
+    generated_at: datetime
+    facts_collected_at: datetime | None = None
+    facts_source: str = ""  # "live" or the snapshot path
+    depth: Literal["quick", "full"] = "full"
+    identity: Identity
+    workload: Workload
+    findings: list[Finding]  # identity first, then G1..G10
+    blocking: list[BlockingItem] = Field(default_factory=list)
+    probe_notes: list[ProbeRecord] = Field(default_factory=list)  # probes that failed or fell back
+    target_python: str = ""
+
+
+def check_string(f: Finding) -> str:
+    """The minimal-contract string for one finding."""
+    if f.status is Status.passed:
+        return "pass"
+    return f"{f.status.value}: {f.summary}"

@@ -1,0 +1,127 @@
+"""The planned workload: what the user is about to run, as far as the checks need it.
+
+Free text (``--workload "qlora 70b seq 8192 nvfp4 tp 2 on 2 nodes"``) and structured flags both
+land here; flags win over text. Words that are not understood are kept in ``unparsed`` so the
+report can say what was ignored instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METHODS = {"full": "full", "fft": "full", "lora": "lora", "qlora": "qlora", "inference": "inference",
+           "serve": "inference", "serving": "inference", "infer": "inference"}
+PRECISIONS = {"nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "bf16": "bf16",
+              "fp16": "fp16", "fp32": "fp32", "int8": "int8", "int4": "int4", "4bit": "int4", "8bit": "int8"}
+COMPONENTS = ["vllm", "sglang", "unsloth", "trl", "peft", "transformers", "axolotl", "torchtune",
+              "llama-factory", "nemo", "ollama", "llama.cpp", "tensorrt-llm", "trtllm", "comfyui",
+              "deepspeed", "fsdp", "ddp", "nccl", "flash-attn", "xformers", "triton", "bitsandbytes",
+              "torchao", "transformer-engine", "nim", "open-webui", "jupyter"]
+
+
+class Workload(BaseModel):
+    """What is planned. Every field optional: an empty workload judges the machine alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    method: str | None = None  # full | lora | qlora | inference
+    model: str | None = None  # a model name if one was given (e.g. "llama-3.1-70b")
+    params_b: float | None = None  # billions of parameters
+    seq_len: int | None = None
+    batch_size: int | None = None
+    precision: str | None = None  # nvfp4 | fp8 | bf16 | ...
+    tensor_parallel: int | None = None
+    nodes: int | None = None
+    components: list[str] = Field(default_factory=list)  # vllm, unsloth, ... (G8 matching)
+    playbook: str | None = None
+    estimated_peak_gb: float | None = None  # filled by the memory planner (G3 fit test hook)
+    unparsed: list[str] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.text and all(
+            v in (None, []) for k, v in self.model_dump().items() if k not in ("text", "unparsed")
+        )
+
+
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def parse_workload(text: str) -> Workload:
+    """Parse a free-text workload description; never raises."""
+    w = Workload(text=text.strip())
+    low = text.lower()
+    tokens = re.findall(r"[a-z0-9_.\-/]+", low)
+    used: set[int] = set()
+
+    def take(i: int, n: int = 1) -> None:
+        used.update(range(i, i + n))
+
+    for i, tok in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if tok in METHODS and w.method is None:
+            w.method = METHODS[tok]
+            take(i)
+        elif tok in PRECISIONS and w.precision is None:
+            w.precision = PRECISIONS[tok]
+            take(i)
+        elif m := re.fullmatch(_NUM + r"b", tok):
+            w.params_b = float(m.group(1))
+            take(i)
+        elif m := re.fullmatch(r"(\d+)x(\d+(?:\.\d+)?)b", tok):  # 8x7b
+            w.params_b = float(m.group(1)) * float(m.group(2))
+            take(i)
+        elif tok in ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length") and nxt.isdigit():
+            w.seq_len = int(nxt)
+            take(i, 2)
+        elif tok in ("bs", "batch", "batch_size", "micro_batch") and nxt.isdigit():
+            w.batch_size = int(nxt)
+            take(i, 2)
+        elif tok in ("tp", "tensor_parallel", "tensor-parallel", "tensor_parallel_size", "tp_size") and nxt.isdigit():
+            w.tensor_parallel = int(nxt)
+            take(i, 2)
+        elif m := re.fullmatch(r"tp(\d+)", tok):
+            w.tensor_parallel = int(m.group(1))
+            take(i)
+        elif tok.isdigit() and nxt in ("nodes", "node", "sparks", "spark", "machines"):
+            w.nodes = int(tok)
+            take(i, 2)
+        elif tok in ("nodes", "nnodes", "num_nodes") and nxt.isdigit():
+            w.nodes = int(nxt)
+            take(i, 2)
+        elif tok in ("two", "dual") and nxt in ("sparks", "nodes", "spark"):
+            w.nodes = 2
+            take(i, 2)
+        elif tok in ("playbook",) and nxt:
+            w.playbook = nxt
+            take(i, 2)
+        elif tok in COMPONENTS or tok.replace("_", "-") in COMPONENTS:
+            comp = tok.replace("_", "-")
+            if comp not in w.components:
+                w.components.append(comp)
+            take(i)
+        elif re.fullmatch(r"[a-z][a-z0-9.]*-[0-9.]+[a-z0-9.\-]*", tok) and w.model is None:
+            w.model = tok  # e.g. llama-3.1-70b
+            if m := re.search(r"(\d+(?:\.\d+)?)b$", tok):
+                w.params_b = w.params_b or float(m.group(1))
+            take(i)
+    filler = {"on", "with", "at", "of", "a", "the", "and", "for", "x", "in", "using", "model", "run", "train", "training", "fine-tune", "finetune"}
+    w.unparsed = [t for i, t in enumerate(tokens) if i not in used and t not in filler]
+    return w
+
+
+def merge(text: str | None = None, **flags: object) -> Workload:
+    """Text parsed first, then explicit flags (non-None) override."""
+    w = parse_workload(text or "")
+    data = w.model_dump()
+    for k, v in flags.items():
+        if v is None or v == []:
+            continue
+        if k == "components":
+            data[k] = sorted(set(data[k]) | set(v))  # type: ignore[arg-type]
+        else:
+            data[k] = v
+    return Workload.model_validate(data)
