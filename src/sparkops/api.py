@@ -1,0 +1,119 @@
+"""The library API: collect -> judge -> report. The CLI and other front ends call only this."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sparkops import __version__
+from sparkops.checks import identity as identity_check
+from sparkops.checks import judge
+from sparkops.checks.base import Status
+from sparkops.checks.verdict import exit_code as _exit_code
+from sparkops.checks.verdict import verdict as _verdict
+from sparkops.facts.model import Facts, ProbeRecord
+from sparkops.facts.reading import known
+from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
+from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
+from sparkops.probes import CollectOptions
+from sparkops.probes import collect as _collect
+from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, Report, check_string
+from sparkops.workload import Workload
+
+__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain",
+           "knowledge", "load_facts", "save_facts", "write_report", "Report", "Facts", "Workload"]
+
+
+def knowledge(matrix: Path | None = None) -> Knowledge:
+    """The packaged knowledge, optionally with a user-supplied newer stack matrix."""
+    kb = load()
+    if matrix is not None:
+        kb = kb.model_copy(update={"matrix": load_matrix_file(matrix)})
+    return kb
+
+
+def collect(opts: CollectOptions | None = None) -> Facts:
+    """Probe this machine (concurrently, each probe bounded) into one snapshot."""
+    return _collect(opts)
+
+
+def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
+                 facts_source: str = "live") -> Report:
+    """Judge a snapshot: identity, G1..G10, verdict, blocking list. Pure given its inputs."""
+    kb = kb or load()
+    workload = workload or Workload()
+    ctx, findings = judge(facts, kb, workload)
+    ident = identity_check.identify(facts, kb)
+    by_id = {f.gotcha: f for f in findings}
+    verdict = _verdict(findings)
+    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix)
+                for f in findings if f.status is Status.fail]
+    notes = [r for r in facts.probes.values() if not r.ok]
+    if facts.gpu.source == "nvidia-smi":
+        notes.append(ProbeRecord(name="gpu", ok=True, source="nvidia-smi",
+                                 reason=f"NVML unavailable ({facts.gpu.nvml_error}); used the nvidia-smi fallback"))
+    return Report(
+        platform=ident.platform,  # type: ignore[arg-type]
+        checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
+        headroom_gb=ctx.headroom_gb,
+        verdict=verdict,  # type: ignore[arg-type]
+        tool_version=__version__,
+        generated_at=datetime.now(timezone.utc),  # noqa: UP017
+        facts_collected_at=facts.collected_at,
+        facts_source=facts_source,
+        depth=facts.depth,
+        identity=Identity(
+            platform=ident.platform,  # type: ignore[arg-type]
+            profile=ident.profile.key if ident.profile else None,
+            gpu_name=ident.gpu_name,
+            capability=ident.capability,
+            arch=facts.host.arch if known(facts.host.arch) else None,  # type: ignore[arg-type]
+            driver_version=facts.gpu.driver_version if known(facts.gpu.driver_version) else None,  # type: ignore[arg-type]
+            cuda_driver_version=facts.gpu.cuda_driver_version if known(facts.gpu.cuda_driver_version) else None,  # type: ignore[arg-type]
+            unified_memory=ident.unified_memory,
+            note=by_id["identity"].summary,
+        ),
+        workload=workload,
+        findings=findings,
+        blocking=blocking,
+        probe_notes=notes,
+        target_python=facts.target.python,
+    )
+
+
+def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
+              workload: Workload | None = None, kb: Knowledge | None = None) -> Report:
+    """Collect (or load a snapshot), judge, and return the report."""
+    if isinstance(facts, (str, Path)):
+        source = str(facts)
+        facts = load_facts(Path(facts))
+    elif facts is None:
+        source = "live"
+        facts = collect(opts)
+    else:
+        source = "given"
+    return build_report(facts, workload, kb, facts_source=source)
+
+
+def write_report(report: Report, path: Path) -> None:
+    """env-report.json, atomically."""
+    write_atomic(path, report.model_dump_json(indent=2) + "\n")
+
+
+def exit_code(report: Report) -> int:
+    """0 ready, 1 ready with warnings, 2 blocked (3 is the CLI's: the tool itself failed)."""
+    return _exit_code(report.verdict)
+
+
+def explain(gid: str, kb: Knowledge | None = None) -> Gotcha:
+    """A gotcha's catalog entry; accepts "G3", "g3", "3", "identity"."""
+    kb = kb or load()
+    key = gid.strip()
+    if key.isdigit():
+        key = f"G{int(key)}"
+    key = key.upper() if key.lower() != "identity" else "identity"
+    if key.startswith("G") and key[1:].isdigit():
+        key = f"G{int(key[1:])}"
+    if key not in kb.gotchas:
+        raise KeyError(f"no gotcha {gid!r}; known: {', '.join(kb.gotchas)}")
+    return kb.gotchas[key]

@@ -1,0 +1,150 @@
+"""``spark-ops``: parse arguments, call one api function, render, exit. No logic lives here.
+
+Exit codes (every judging command): 0 ready · 1 ready with warnings · 2 blocked · 3 the tool
+itself could not run (bad usage, unreadable snapshot, internal error).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from sparkops import __version__, api
+from sparkops.checks.verdict import EXIT_TOOL_ERROR
+from sparkops.facts.model import Facts
+from sparkops.facts.snapshot import SnapshotError
+from sparkops.report.model import Report
+from sparkops.report.render import Format, render_gotcha
+from sparkops.workload import merge
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Is this DGX Spark (GB10) ready for the job? Preflight G1-G10 from replayable facts.")
+
+
+class SchemaName(str, Enum):
+    facts = "facts"
+    report = "report"
+
+
+# ---- shared options
+PythonOpt = Annotated[Optional[Path], typer.Option("--python", help="The interpreter you train with "
+                      "(default: python3 on PATH, else this tool's own).", show_default=False)]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Static target probe only: no torch import.")]
+ConfigOpt = Annotated[Optional[list[Path]], typer.Option("--config", help="File or directory to scan for "
+                      "parallelism settings (G10); repeatable. Default: the working directory.")]
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
+
+
+def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool) -> api.CollectOptions:
+    return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
+                              config_paths=tuple(config or [Path.cwd()]), offline=offline,
+                              counter_window_s=0.2 if quick else 0.5)
+
+
+@app.command()
+def preflight(
+    python: PythonOpt = None,
+    quick: QuickOpt = False,
+    facts: Annotated[Optional[Path], typer.Option("--facts", help="Judge a recorded snapshot instead of this machine.")] = None,
+    workload: Annotated[Optional[str], typer.Option("--workload", help='Free text, e.g. "qlora 70b seq 8192 nvfp4".')] = None,
+    method: Annotated[Optional[str], typer.Option(help="full | lora | qlora | inference")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name, e.g. llama-3.1-70b.")] = None,
+    params_b: Annotated[Optional[float], typer.Option("--params-b", help="Model size in billions.")] = None,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len")] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="nvfp4 | fp8 | bf16 | ...")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Planned tensor-parallel size.")] = None,
+    nodes: Annotated[Optional[int], typer.Option(help="Planned number of nodes (Sparks).")] = None,
+    component: Annotated[Optional[list[str]], typer.Option("--component", help="Stack component the run uses (vllm, unsloth, ...); repeatable.")] = None,
+    peak_gb: Annotated[Optional[float], typer.Option("--peak-gb", help="Estimated peak memory of the workload (G3 fit test).")] = None,
+    config: ConfigOpt = None,
+    offline: OfflineOpt = False,
+    matrix: Annotated[Optional[Path], typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
+    report: Annotated[Path, typer.Option("--report", help="Where env-report.json goes.")] = Path("env-report.json"),
+    fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+) -> int:
+    """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+    wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
+               precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
+               estimated_peak_gb=peak_gb)
+    kb = api.knowledge(matrix)
+    rep: Report = api.preflight(facts=facts, opts=_opts(python, quick, config, offline), workload=wl, kb=kb)
+    api.write_report(rep, report)
+    out = (Format.json if as_json else fmt).render(rep, color=sys.stdout.isatty() and fmt is Format.table)
+    sys.stdout.write(out)
+    return api.exit_code(rep)
+
+
+@app.command()
+def collect(
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the snapshot here (default: stdout).")] = None,
+    python: PythonOpt = None,
+    quick: QuickOpt = False,
+    config: ConfigOpt = None,
+    offline: OfflineOpt = False,
+) -> int:
+    """Collect this machine's facts into a replayable snapshot (secrets removed)."""
+    facts = api.collect(_opts(python, quick, config, offline))
+    if output is None:
+        sys.stdout.write(facts.model_dump_json(indent=2) + "\n")
+    else:
+        api.save_facts(facts, output)
+        failed = [r.name for r in facts.probes.values() if not r.ok]
+        typer.echo(f"wrote {output}" + (f" (probes unavailable: {', '.join(failed)})" if failed else ""), err=True)
+    return 0
+
+
+@app.command()
+def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) -> int:
+    """Print a gotcha's symptom, cause, what is checked, and the fix."""
+    try:
+        g = api.explain(gotcha)
+    except KeyError as exc:
+        raise click.UsageError(str(exc.args[0])) from exc
+    sys.stdout.write(render_gotcha(g))
+    return 0
+
+
+@app.command()
+def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -> int:
+    """Print the JSON Schema of the facts snapshot or of env-report.json."""
+    model = Facts if name is SchemaName.facts else Report
+    sys.stdout.write(json.dumps(model.model_json_schema(), indent=2) + "\n")
+    return 0
+
+
+@app.command()
+def version() -> int:
+    """Print the tool version."""
+    typer.echo(f"dgx-spark-ops {__version__}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: map every way of failing onto the exit-code contract."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except click.exceptions.UsageError as exc:
+        exc.show()
+        sys.exit(EXIT_TOOL_ERROR)
+    except click.exceptions.Exit as exc:  # --help
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except SnapshotError as exc:
+        typer.echo(f"spark-ops: {exc}", err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    except BrokenPipeError:
+        sys.exit(EXIT_TOOL_ERROR)
+    except Exception as exc:  # the tool itself failed: say so, exit 3, no traceback
+        typer.echo(f"spark-ops: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    sys.exit(rv if isinstance(rv, int) else 0)

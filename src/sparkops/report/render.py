@@ -1,0 +1,114 @@
+"""Renderers turn a Report into text; they never print. One per output format."""
+
+from __future__ import annotations
+
+import io
+from enum import Enum
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sparkops.checks.base import Finding, Status
+from sparkops.knowledge import Gotcha
+from sparkops.report.model import Report
+
+STYLE = {
+    Status.passed: "green", Status.fail: "bold red", Status.warn: "yellow",
+    Status.skip: "dim", Status.info: "cyan", Status.unknown: "magenta",
+}
+VERDICT_STYLE = {"ready": "bold green", "ready-with-warnings": "bold yellow", "blocked": "bold red"}
+
+
+class Format(str, Enum):
+    table = "table"
+    lines = "lines"
+    json = "json"
+
+    def render(self, report: Report, color: bool = False, width: int = 110) -> str:
+        if self is Format.table:
+            return render_table(report, color=color, width=width)
+        if self is Format.lines:
+            return render_lines(report)
+        if self is Format.json:
+            return render_json(report)
+        raise AssertionError(self)  # pragma: no cover - exhaustive
+
+
+def g_line(f: Finding) -> str:
+    """``G1 PASS: torch built against CUDA 13.0`` (the original preflight script's contract)."""
+    word = "PASS" if f.status is Status.passed else f.status.value.upper()
+    return f"{f.gotcha} {word}: {f.summary}"
+
+
+def render_lines(report: Report) -> str:
+    return "\n".join(g_line(f) for f in report.findings if f.gotcha.startswith("G")) + "\n"
+
+
+def render_json(report: Report) -> str:
+    return report.model_dump_json(indent=2) + "\n"
+
+
+def render_table(report: Report, color: bool = False, width: int = 110) -> str:
+    buf = io.StringIO()
+    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    head = Text()
+    head.append("Verdict: ", style="bold")
+    head.append(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
+    head.append(f"   platform {report.platform}")
+    if report.headroom_gb is not None:
+        head.append(f" · headroom {report.headroom_gb:g} GB")
+    con.print(head)
+    con.print(Text(f"{report.identity.note}", style="dim"))
+    if report.target_python:
+        con.print(Text(f"target python: {report.target_python} ({report.depth})", style="dim"))
+    if not report.workload.empty:
+        con.print(Text(f"workload: {_workload_line(report)}", style="dim"))
+    if report.blocking:
+        con.print()
+        con.print(Text("Blocking — fix these first:", style="bold red"))
+        for b in report.blocking:
+            con.print(Text(f"  {b.gotcha}: {b.summary}", style="red"))
+            if b.fix:
+                con.print(Text(f"     fix: {b.fix}"))
+    con.print()
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("finding", overflow="fold")
+    for f in report.findings:
+        table.add_row(f.gotcha, Text(f.status.value.upper(), style=STYLE[f.status]), f.summary)
+    con.print(table)
+    warn_fixes = [f for f in report.findings if f.status is Status.warn and f.fix]
+    if warn_fixes:
+        con.print()
+        con.print(Text("Warnings — what to do:", style="bold yellow"))
+        for f in warn_fixes:
+            con.print(Text(f"  {f.gotcha}: {f.fix}"))
+    if report.probe_notes:
+        con.print()
+        con.print(Text("Probe notes:", style="bold"))
+        for n in report.probe_notes:
+            con.print(Text(f"  {n.name}: {n.reason or ('ok via ' + n.source)}", style="dim"))
+    return buf.getvalue()
+
+
+def _workload_line(report: Report) -> str:
+    w = report.workload
+    parts = [f"{k}={v}" for k, v in w.model_dump(exclude={"text", "unparsed"}).items() if v not in (None, [], "")]
+    s = ", ".join(parts) or "(nothing understood)"
+    if w.unparsed:
+        s += f"; ignored: {' '.join(w.unparsed)}"
+    return s
+
+
+def render_gotcha(g: Gotcha) -> str:
+    """``spark-ops explain G3``: the catalog entry in ruff's rule-doc sections."""
+    out = [f"{g.id} — {g.title}", "", "Symptom", f"  {g.symptom}", "", "Cause", f"  {g.cause}",
+           "", "What is checked", f"  {g.check}", "", "Fix", f"  {g.fix}"]
+    if g.known_problems:
+        out += ["", "Known problems", f"  {g.known_problems}"]
+    if g.references:
+        out += ["", "References"] + [f"  {r}" for r in g.references]
+    out += ["", f"Last verified: {g.last_verified.isoformat()}"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,51 @@
+"""The free-text workload parser: what users type, and that nothing crashes it."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkops.workload import merge, parse_workload
+
+
+def test_qlora_line_from_the_issue():
+    w = parse_workload("qlora 70b seq 8192 bs 1")
+    assert (w.method, w.params_b, w.seq_len, w.batch_size) == ("qlora", 70.0, 8192, 1)
+    assert w.unparsed == []
+
+
+def test_inference_with_tp_across_two_sparks():
+    w = parse_workload("nvfp4 inference with vLLM tp 2 on 2 sparks")
+    assert w.precision == "nvfp4"
+    assert w.method == "inference"
+    assert w.tensor_parallel == 2
+    assert w.nodes == 2
+    assert w.components == ["vllm"]
+
+
+def test_model_name_gives_size_and_moe_product():
+    assert parse_workload("lora llama-3.1-70b").params_b == 70.0
+    assert parse_workload("lora llama-3.1-70b").model == "llama-3.1-70b"
+    assert parse_workload("full mixtral 8x7b").params_b == 56.0
+
+
+def test_unknown_words_are_reported_not_guessed():
+    w = parse_workload("lora frobnicate 7b")
+    assert w.unparsed == ["frobnicate"]
+    assert w.params_b == 7.0
+
+
+def test_flags_override_text():
+    w = merge("qlora 70b tp 4", tensor_parallel=1, components=["unsloth"])
+    assert w.tensor_parallel == 1
+    assert w.method == "qlora"
+    assert w.components == ["unsloth"]
+
+
+def test_empty():
+    assert parse_workload("").empty
+    assert not parse_workload("lora").empty
+
+
+@given(st.text(max_size=200))
+def test_parser_never_raises(text):
+    w = parse_workload(text)
+    assert w.text == text.strip()
