@@ -7,12 +7,12 @@ itself could not run (bad usage, unreadable snapshot, internal error).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from sparkops import __version__, api
@@ -22,6 +22,10 @@ from sparkops.facts.snapshot import SnapshotError
 from sparkops.report.model import Report
 from sparkops.report.render import Format, render_gotcha
 from sparkops.workload import merge
+
+# typer >= 0.2x vendors click; take its exception classes from typer itself so both work.
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this DGX Spark (GB10) ready for the job? Preflight G1-G10 from replayable facts.")
@@ -39,11 +43,15 @@ QuickOpt = Annotated[bool, typer.Option("--quick", help="Static target probe onl
 ConfigOpt = Annotated[Optional[list[Path]], typer.Option("--config", help="File or directory to scan for "
                       "parallelism settings (G10); repeatable. Default: the working directory.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
+BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="Deadline in seconds for the whole "
+                      "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
-def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool) -> api.CollectOptions:
+def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
+          budget: float | None = None) -> api.CollectOptions:
+    budget = budget if budget is not None else float(api.knowledge().t("probes.budget_s"))
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
-                              config_paths=tuple(config or [Path.cwd()]), offline=offline,
+                              config_paths=tuple(config or [Path.cwd()]), offline=offline, budget_s=budget,
                               counter_window_s=0.2 if quick else 0.5)
 
 
@@ -65,6 +73,7 @@ def preflight(
     peak_gb: Annotated[Optional[float], typer.Option("--peak-gb", help="Estimated peak memory of the workload (G3 fit test).")] = None,
     config: ConfigOpt = None,
     offline: OfflineOpt = False,
+    budget: BudgetOpt = None,
     matrix: Annotated[Optional[Path], typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
     report: Annotated[Path, typer.Option("--report", help="Where env-report.json goes.")] = Path("env-report.json"),
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
@@ -75,7 +84,7 @@ def preflight(
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
     kb = api.knowledge(matrix)
-    rep: Report = api.preflight(facts=facts, opts=_opts(python, quick, config, offline), workload=wl, kb=kb)
+    rep: Report = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget), workload=wl, kb=kb)
     api.write_report(rep, report)
     out = (Format.json if as_json else fmt).render(rep, color=sys.stdout.isatty() and fmt is Format.table)
     sys.stdout.write(out)
@@ -89,9 +98,10 @@ def collect(
     quick: QuickOpt = False,
     config: ConfigOpt = None,
     offline: OfflineOpt = False,
+    budget: BudgetOpt = None,
 ) -> int:
     """Collect this machine's facts into a replayable snapshot (secrets removed)."""
-    facts = api.collect(_opts(python, quick, config, offline))
+    facts = api.collect(_opts(python, quick, config, offline, budget))
     if output is None:
         sys.stdout.write(facts.model_dump_json(indent=2) + "\n")
     else:
@@ -107,7 +117,7 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
     try:
         g = api.explain(gotcha)
     except KeyError as exc:
-        raise click.UsageError(str(exc.args[0])) from exc
+        raise typer.BadParameter(str(exc.args[0]), param_hint="GOTCHA") from exc
     sys.stdout.write(render_gotcha(g))
     return 0
 
@@ -131,12 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: map every way of failing onto the exit-code contract."""
     try:
         rv = app(args=argv, standalone_mode=False)
-    except click.exceptions.UsageError as exc:
+    except UsageError as exc:
         exc.show()
         sys.exit(EXIT_TOOL_ERROR)
-    except click.exceptions.Exit as exc:  # --help
+    except ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_TOOL_ERROR)
+    except typer.Exit as exc:  # --help
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
     except SnapshotError as exc:
@@ -145,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(EXIT_TOOL_ERROR)
     except Exception as exc:  # the tool itself failed: say so, exit 3, no traceback
+        if os.environ.get("SPARKOPS_DEBUG"):
+            raise
         typer.echo(f"spark-ops: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_TOOL_ERROR)
     sys.exit(rv if isinstance(rv, int) else 0)

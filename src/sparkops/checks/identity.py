@@ -41,7 +41,9 @@ def identify(facts: Facts, kb: Knowledge) -> Identity:
         return Identity("none", None, None, None, None, None)
     profile = kb.profile_for(name)
     unified: bool | None = None
-    if dev is not None:
+    if profile is not None and profile.unified_memory:
+        unified = True  # GB10/Thor: one pool, whatever a driver's memory query claims
+    elif dev is not None:
         mem = dev.memory_total_bytes
         if isinstance(mem, Unavailable) and mem.unavailable is Why.not_supported:
             unified = True  # NVML NOT_SUPPORTED is the unified-memory signature

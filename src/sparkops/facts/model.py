@@ -46,6 +46,8 @@ class PythonEnvFacts(_Model):
 
     kind: Literal["venv", "uv", "conda", "system", "unknown"] = "unknown"
     prefix: str = ""
+    base_prefix: str = ""  # differs from prefix inside a venv
+    site_packages: list[str] = Field(default_factory=list)  # where the distributions were read
 
 
 class HostFacts(_Model):
@@ -77,12 +79,17 @@ class CgroupMemFacts(_Model):
     version: Literal[1, 2] | Unavailable = NOT_COLLECTED
     limit_bytes: int | None | Unavailable = NOT_COLLECTED  # None: "max" (no limit)
     usage_bytes: int | Unavailable = NOT_COLLECTED
+    path: str = ""  # this process's cgroup, as /proc/self/cgroup names it
 
 
 class MemoryFacts(_Model):
     """/proc/meminfo in bytes (keys as the kernel names them), PSI and the cgroup limit."""
 
-    meminfo_bytes: dict[str, int] | Unavailable = NOT_COLLECTED
+    meminfo_bytes: dict[str, int] | Unavailable = Field(
+        default=NOT_COLLECTED,
+        description="/proc/meminfo, kB lines converted to bytes under the kernel's names. Unitless "
+        "lines (HugePages_Total/Free/Rsvd/Surp) are page counts, stored as '<name>_count'.",
+    )
     psi: PsiFacts | Unavailable = NOT_COLLECTED
     cgroup: CgroupMemFacts = Field(default_factory=CgroupMemFacts)
 
@@ -116,7 +123,9 @@ class GpuDevice(_Model):
     violation_us: dict[str, int] = Field(
         default_factory=dict,
         description="Cumulative clock-event (throttle) counters in microseconds at the start of "
-        "collection: sw_power_cap, sync_boost, sw_thermal, hw_thermal, hw_power_brake.",
+        "collection: sw_power_cap, sync_boost, sw_thermal, hw_thermal, hw_power_brake. A counter the "
+        "source cannot read is absent: NVML gives sw_power_cap, sw_thermal (its THERMAL policy), "
+        "sync_boost and board_limit; nvidia-smi -q gives the first five.",
     )
     violation_us_end: dict[str, int] = Field(
         default_factory=dict, description="Same counters read again at the end of collection."
@@ -155,12 +164,15 @@ class HostProcess(_Model):
     rss_bytes: int = 0
     state: str = ""  # psutil status: "running", "sleeping", "disk-sleep" (D) ...
     memory_fraction: float | None = None  # a server's cap, e.g. vLLM --gpu-memory-utilization
-    memory_cap_source: str = ""  # "default", "cmdline", "env"
+    memory_cap_source: str = ""  # "default", "cmdline", "env", "parent" (an engine child of a capped server)
+    ppid: int | None = None  # lets a check count a server and its engine children once
 
 
 class ProcessFacts(_Model):
     processes: list[HostProcess] | Unavailable = NOT_COLLECTED
     scanned: int = 0
+    denied: int = 0  # processes whose details could not be read (other users, hidepid)
+    truncated: bool = False  # the scan stopped at its time budget
 
 
 # --------------------------------------------------------------------------- target Python env
@@ -169,7 +181,14 @@ class ExtensionNeeds(_Model):
 
     package: str
     file: str
-    needed: list[str]
+    needed: list[str]  # CUDA-family DT_NEEDED entries only
+    runpath: list[str] = Field(default_factory=list)  # DT_RUNPATH/DT_RPATH folders, $ORIGIN expanded
+    resolved: dict[str, str] = Field(
+        default_factory=dict,
+        description="needed soname -> the file found for it in `runpath` (pip wheels point there at "
+        "nvidia/*/lib). A need missing here may still come from the ldconfig cache, LD_LIBRARY_PATH "
+        "or a library torch loaded first.",
+    )
 
 
 class TorchLive(_Model):
@@ -196,6 +215,8 @@ class TorchLive(_Model):
     flash_attn_error: str = ""
     warnings: list[str] = Field(default_factory=list)  # e.g. the (8.0)-(12.0) capability warning
     cuda_error: str = ""
+    import_duration_s: float | None = None  # `import torch` alone, as timed inside the child
+    stage: str = ""  # the last step the child reached ("import torch", "cuda queries", "done")
 
 
 class TorchStatic(_Model):
@@ -205,6 +226,7 @@ class TorchStatic(_Model):
     cuda: str | None  # torch/version.py `cuda`, None for CPU builds
     local_tag: str = ""  # "cu130", "cpu", "50eac811a6.nv25.09"
     location: str = ""
+    git_version: str = ""  # torch/version.py `git_version`
 
 
 class TargetEnvFacts(_Model):
@@ -236,6 +258,7 @@ class ConfigScanFacts(_Model):
     truncated: bool = False  # hit the file-count / time limit
     hits: list[ConfigHit] = Field(default_factory=list)
     scanned: bool = False
+    notes: list[str] = Field(default_factory=list)  # which limit stopped the scan, and where
 
 
 # --------------------------------------------------------------------------- G8 playbooks
@@ -251,6 +274,7 @@ class PlaybookIssuesFacts(_Model):
     issues: list[PlaybookIssue] | Unavailable = NOT_COLLECTED
     fetched_at: datetime | None = None
     source: str = ""  # "gh", "rest", "cache"
+    note: str = ""  # why the cache was used or what failed, e.g. "offline: --offline given"
 
 
 # --------------------------------------------------------------------------- the snapshot

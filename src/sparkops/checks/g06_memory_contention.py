@@ -1,0 +1,175 @@
+"""G6 — global unified-memory contention.
+
+Every process draws on the one pool, so an uncapped or near-capacity neighbour (vLLM's default
+``--gpu-memory-utilization`` is 0.9) can evict a run's KV cache or weights with no OOM in either
+log. A small capped neighbour is fine: judge by the neighbour's cap, not its mere presence.
+Processes stuck in uninterruptible sleep (D) hold memory that cannot be reclaimed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkops.checks import identity
+from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.facts.model import HostProcess
+from sparkops.facts.reading import known
+
+GID = "G6"
+GIB = 1024**3
+MIB = 1024**2
+
+# Fallback when only NVML's process name is known: name fragment -> server kind.
+NAME_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("ollama", "ollama"), ("llama-server", "llama.cpp"),
+              ("llama.cpp", "llama.cpp"), ("text-generation", "tgi"), ("trtllm", "trtllm"),
+              ("tensorrt", "trtllm"), ("comfyui", "comfyui"))
+SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "ollama": "Ollama", "llama.cpp": "llama.cpp server",
+                "tgi": "TGI", "trtllm": "TensorRT-LLM", "comfyui": "ComfyUI", "trainer": "trainer"}
+
+
+@dataclass
+class Neighbour:
+    pid: int
+    name: str
+    kind: str
+    mem_bytes: int | None
+    mem_source: str  # "GPU" (NVML per-process) or "RSS"
+    fraction: float | None = None
+    cap_source: str = ""
+
+    def label(self) -> str:
+        what = SERVER_NAMES.get(self.kind, "")
+        return f"{what} ({self.name} pid {self.pid})" if what else f"{self.name} (pid {self.pid})"
+
+    def mem(self) -> str:
+        if self.mem_bytes is None:
+            return "memory unknown"
+        return f"{self.mem_bytes / GIB:.1f} GiB {self.mem_source}" if self.mem_bytes >= GIB else \
+            f"{self.mem_bytes / MIB:.0f} MiB {self.mem_source}"
+
+
+def _kind_from_name(name: str) -> str:
+    low = name.lower()
+    return next((k for frag, k in NAME_KINDS if frag in low), "other")
+
+
+def _neighbours(ctx: CheckContext, host: dict[int, HostProcess]) -> list[Neighbour]:
+    """GPU processes first (their memory is what competes), then servers seen only in the process table."""
+    defaults: dict[str, float] = ctx.kb.t("g6.default_caps")
+    out: list[Neighbour] = []
+    seen: set[int] = set()
+    for dev in ctx.facts.gpu.devices:
+        if not known(dev.processes):
+            continue
+        for gp in dev.processes:  # type: ignore[union-attr]
+            hp = host.get(gp.pid)
+            kind = hp.kind if hp and hp.kind != "other" else _kind_from_name(gp.name or (hp.name if hp else ""))
+            mem = gp.used_memory_bytes if known(gp.used_memory_bytes) else (hp.rss_bytes if hp else None)
+            src = "GPU" if known(gp.used_memory_bytes) else "RSS"
+            n = Neighbour(gp.pid, gp.name or (hp.name if hp else "?"), kind, mem, src)  # type: ignore[arg-type]
+            if hp and hp.memory_fraction is not None:
+                n.fraction, n.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+            out.append(n)
+            seen.add(gp.pid)
+    # a server's front process (``vllm serve``) and its engine child (``VLLM::EngineCore``) are one
+    # neighbour: count the one holding GPU memory, lend it the front's cap
+    by_gpu_pid = {n.pid: n for n in out}
+    front_of: dict[int, Neighbour] = {}
+    for pid in list(by_gpu_pid):
+        hp, hops = host.get(pid), 0
+        while hp is not None and hp.ppid is not None and hops < 4:
+            front_of.setdefault(hp.ppid, by_gpu_pid[pid])
+            hp, hops = host.get(hp.ppid), hops + 1
+    have_ppids = any(hp.ppid is not None for hp in host.values())
+    gpu_kinds = {n.kind for n in out}
+    for hp in host.values():
+        if hp.pid in seen or hp.kind == "other":
+            continue
+        child = front_of.get(hp.pid)
+        if child is None and not have_ppids and hp.kind in gpu_kinds:
+            child = next(n for n in out if n.kind == hp.kind)  # no parent links: match by kind
+        if child is not None:
+            if hp.memory_fraction is not None and (child.fraction is None or child.cap_source == "default"):
+                child.fraction, child.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+            continue
+        n = Neighbour(hp.pid, hp.name, hp.kind, hp.rss_bytes or None, "RSS")
+        if hp.memory_fraction is not None:
+            n.fraction, n.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+        out.append(n)
+    for n in out:
+        if n.fraction is None and n.kind in defaults:
+            n.fraction, n.cap_source = float(defaults[n.kind]), "default"
+    return out
+
+
+def _pool_bytes(ctx: CheckContext) -> int | None:
+    ident = identity.identify(ctx.facts, ctx.kb)
+    if ident.unified_memory is not False or (ctx.profile is not None and ctx.profile.unified_memory):
+        mi = ctx.facts.memory.meminfo_bytes
+        return mi.get("MemTotal") if known(mi) else None  # type: ignore[union-attr]
+    dev = ctx.facts.gpu.devices[0] if ctx.facts.gpu.devices else None
+    return dev.memory_total_bytes if dev and known(dev.memory_total_bytes) else None  # type: ignore[return-value]
+
+
+def check(ctx: CheckContext) -> Finding:
+    if ctx.platform == "none":
+        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: no GPU memory to contend for")
+    table = ctx.facts.processes.processes
+    gpu_lists = [d.processes for d in ctx.facts.gpu.devices if known(d.processes)]
+    if not known(table) and not gpu_lists:
+        return ctx.finding(GID, Status.skip, f"process table not read ({table}) and no GPU process list from "
+                           f"{ctx.facts.gpu.source}", detail="Neighbours cannot be judged without either.")
+    host = {p.pid: p for p in table} if known(table) else {}  # type: ignore[union-attr]
+    kb = ctx.kb
+    near = float(kb.t("g6.near_capacity_fraction"))
+    heavy_b = float(kb.t("g6.heavy_neighbour_gb")) * GIB
+    neighbours = _neighbours(ctx, host)
+    evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
+    warns: list[str] = []
+    notes: list[str] = []
+    pool = _pool_bytes(ctx)
+    pool_txt = f" of the {pool / GIB:.1f} GiB pool" if pool else ""
+    for n in neighbours:
+        big = n.mem_bytes is not None and n.mem_bytes >= heavy_b
+        if n.fraction is not None:
+            how = "default, no cap given" if n.cap_source == "default" else n.cap_source
+            cap = f"memory cap {n.fraction:g} ({how})"
+            if n.fraction >= near:
+                warns.append(f"{n.label()} {'uncapped' if n.cap_source == 'default' else 'near capacity'}: "
+                             f"{cap}, holds {n.mem()}{pool_txt}")
+            else:
+                notes.append(f"{n.label()} capped at {n.fraction:g} ({how}), holds {n.mem()}: fine")
+        elif big:
+            warns.append(f"{n.label()} holds {n.mem()}{pool_txt} with no cap")
+        elif n.mem_bytes:
+            notes.append(f"small neighbour {n.label()}: {n.mem()}")
+    for hp in host.values():
+        if hp.state in ("disk-sleep", "D"):
+            warns.append(f"{hp.name} (pid {hp.pid}) in uninterruptible sleep (D), holding "
+                         f"{hp.rss_bytes / GIB:.1f} GiB RSS")
+    if not known(table):
+        notes.append(f"process table not read ({table}): servers without a GPU context and D-state holders "
+                     "were not checked")
+    else:
+        pf = ctx.facts.processes
+        if pf.denied:
+            notes.append(f"{pf.denied} process(es) could not be read (other users or hidepid)")
+        if pf.truncated:
+            notes.append("the process scan stopped at its time budget: the table is incomplete")
+    held = sum(n.mem_bytes or 0 for n in neighbours)
+    peak = ctx.workload.estimated_peak_gb
+    if peak is not None and pool:
+        evidence.append(ev("pool_bytes", pool))
+        if peak * GIB + held > pool:
+            return ctx.finding(GID, Status.fail, f"planned peak {peak:.1f} GiB + neighbours' {held / GIB:.1f} GiB "
+                               f"exceeds the {pool / GIB:.1f} GiB pool", detail="; ".join(warns),
+                               evidence=evidence, notes=notes)
+    elif peak is not None:
+        notes.append("the pool size was not read, so the workload plus neighbours was not tested against it")
+    if warns:
+        return ctx.finding(GID, Status.warn, warns[0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""),
+                           detail="; ".join(warns[1:]), evidence=evidence, notes=notes)
+    scanned = ctx.facts.processes.scanned
+    seen = f"{len(neighbours)} GPU/server process(es)" + (f" among {scanned} scanned" if scanned else "")
+    return ctx.finding(GID, Status.passed, f"no heavy neighbour: {seen}, {held / GIB:.1f} GiB held{pool_txt}",
+                       evidence=evidence, notes=notes)

@@ -1,0 +1,71 @@
+"""G7 — NVFP4 slower than FP8 on SM121.
+
+The native ``cvt.e2m1x2`` conversion needs code built for ``sm_121a``; kernels built for plain
+``sm_121``/``sm_120`` fall back and run about 32% behind FP8. Capability (12, 1) confirms the
+hardware only: without evidence of sm_121a kernels, a workload that plans NVFP4 gets a warning.
+"""
+
+from __future__ import annotations
+
+from sparkops.checks import identity
+from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.facts.model import TorchLive
+
+GID = "G7"
+SM121 = (12, 1)
+
+
+def _sm121a_evidence(ctx: CheckContext, markers: list[str]) -> list[str]:
+    """Where an sm_121a build target shows: TORCH_CUDA_ARCH_LIST, or torch's own arch list."""
+    found: list[str] = []
+    arch_env = ctx.facts.host.env.get("TORCH_CUDA_ARCH_LIST", "")
+    if any(m.lower() in arch_env.lower().replace(" ", "") for m in markers):
+        found.append(f"TORCH_CUDA_ARCH_LIST={arch_env}")
+    live = ctx.facts.target.live
+    if isinstance(live, TorchLive):
+        hits = [a for a in live.arch_list if any(m.lower() in a.lower() for m in markers)]
+        if hits:
+            found.append(f"torch arch list has {', '.join(hits)}")
+    return found
+
+
+def check(ctx: CheckContext) -> Finding:
+    if ctx.platform == "none":
+        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: NVFP4 support not judged")
+    ident = identity.identify(ctx.facts, ctx.kb)
+    cap = ident.capability
+    name = ident.gpu_name or "this GPU"
+    evidence: list[Evidence] = [ev("capability", list(cap) if cap else None),
+                                ev("workload.precision", ctx.workload.precision)]
+    if ctx.profile is not None:
+        has_fp4 = ctx.profile.nvfp4
+    elif cap is not None:
+        has_fp4 = cap[0] >= int(ctx.kb.t("g7.nvfp4_min_capability_major"))
+    else:
+        return ctx.finding(GID, Status.skip, f"capability of {name} not read and no profile: NVFP4 support unknown",
+                           evidence=evidence)
+    cap_txt = f"({cap[0]}, {cap[1]})" if cap else "capability unknown"
+    if not has_fp4:
+        return ctx.finding(GID, Status.info, f"not applicable: {name} {cap_txt} has no FP4 tensor cores",
+                           evidence=evidence)
+    planned = ctx.workload.precision
+    if cap != SM121:
+        return ctx.finding(GID, Status.info, f"{name} {cap_txt} has FP4 tensor cores; the sm_121a fallback "
+                           "(NVFP4 behind FP8) is specific to GB10/SM121", evidence=evidence)
+    found = _sm121a_evidence(ctx, list(ctx.kb.t("g7.sm121a_markers")))
+    evidence.append(ev("sm_121a evidence", found))
+    if planned == "nvfp4":
+        if found:
+            return ctx.finding(GID, Status.passed, f"NVFP4 planned on SM121 {cap_txt} with sm_121a kernels: "
+                               f"{'; '.join(found)}", evidence=evidence)
+        return ctx.finding(GID, Status.warn, f"NVFP4 planned on SM121 {cap_txt}, but no evidence of sm_121a "
+                           "kernels (TORCH_CUDA_ARCH_LIST, torch arch list): expect NVFP4 ~32% behind FP8",
+                           detail="Plain sm_120/sm_121 kernels fall back from the native cvt.e2m1x2 conversion. "
+                                  "Check the serving engine's build targets (cuobjdump --list-elf on its "
+                                  "extension libraries) before choosing NVFP4.", evidence=evidence)
+    if planned:
+        return ctx.finding(GID, Status.passed, f"SM121 {cap_txt} hardware confirmed; {planned} planned, "
+                           "so the NVFP4 kernel target does not matter", evidence=evidence)
+    return ctx.finding(GID, Status.info, f"SM121 {cap_txt} hardware confirmed; kernel target not checked — "
+                       "if you plan NVFP4, verify the kernels target sm_121a (else stay on FP8)",
+                       evidence=evidence, notes=[f"sm_121a evidence seen: {'; '.join(found)}"] if found else [])

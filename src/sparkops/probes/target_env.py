@@ -1,0 +1,408 @@
+"""The Python the user trains with: its packages, torch's build, its CUDA extensions, and (full
+depth) what a real ``import torch`` says there.
+
+The tool never imports torch: the *target* interpreter runs ``_target_script.py`` in a child.
+Quick depth (always) is static and sub-second: one child lists distributions and reads
+``torch/version.py`` as text, then this process reads DT_NEEDED of the extension modules of
+CUDA-sensitive packages. Full depth adds a live child that imports torch under a hard timeout; it
+starts first and runs concurrently, so full costs about one torch import. A child that segfaults,
+hangs or prints garbage becomes a :class:`TorchLive` that says so (G1 evidence), never an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sparkops.facts.model import ExtensionNeeds, PythonEnvFacts, TargetEnvFacts, TorchLive, TorchStatic
+from sparkops.facts.reading import Unavailable, Why, missing
+from sparkops.probes import _run, elf
+from sparkops.probes._target_script import RESULT_MARKER, STAGE_MARKER
+
+SECTION = "target"
+SCRIPT = Path(__file__).with_name("_target_script.py")
+
+# Distributions whose compiled modules decide whether the stack imports on CUDA 13 (canonical
+# names). torch last: its build is already known from version.py, the others are what G1 misses.
+INTEREST: tuple[str, ...] = (
+    "flash-attn", "flash-attn-3", "xformers", "bitsandbytes", "vllm", "sglang", "sgl-kernel",
+    "flashinfer-python", "triton", "pytorch-triton", "torchao", "apex", "transformer-engine",
+    "transformer-engine-torch", "transformer-engine-cu12", "transformer-engine-cu13", "unsloth",
+    "unsloth-zoo", "causal-conv1d", "mamba-ssm", "deepspeed", "liger-kernel", "auto-gptq",
+    "gptqmodel", "autoawq", "autoawq-kernels", "exllamav2", "llama-cpp-python", "cupy-cuda12x",
+    "cupy-cuda13x", "onnxruntime-gpu", "tensorrt", "tensorrt-llm", "torchvision", "torchaudio",
+    "torch",
+)
+_SO_NAME = re.compile(r"\.so(\.|$)")
+_WALK_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run bounds, from thresholds.yaml ``probes.*`` unless a caller (a test) overrides them."""
+
+    quick_timeout_s: float
+    live_timeout_s: float
+    elf_max_files: int
+    elf_budget_s: float
+
+    @classmethod
+    def from_kb(cls) -> Limits:
+        from sparkops.knowledge import load
+
+        kb = load()
+        return cls(
+            quick_timeout_s=float(kb.t("probes.target_quick_timeout_s")),
+            live_timeout_s=float(kb.t("probes.target_live_timeout_s")),
+            elf_max_files=int(kb.t("probes.elf_max_files")),
+            elf_budget_s=float(kb.t("probes.elf_budget_s")),
+        )
+
+    def within(self, budget_s: float, margin_s: float = 1.0) -> Limits:
+        """The same limits, each child timeout cut to end ``margin_s`` before ``budget_s`` (0: no cut)."""
+        if budget_s <= 0:
+            return self
+        cap = max(1.0, budget_s - margin_s)
+        return Limits(min(self.quick_timeout_s, cap), min(self.live_timeout_s, cap), self.elf_max_files,
+                      min(self.elf_budget_s, cap))
+
+
+# --------------------------------------------------------------------------- entry points
+def unavailable(why: Why, detail: str) -> TargetEnvFacts:
+    """Every reading of the section missing for the same reason."""
+    m = missing(why, detail)
+    return TargetEnvFacts(python_version=m, distributions=m, torch=m, extensions=m, live=m)
+
+
+def collect(opts: Any) -> TargetEnvFacts:
+    """Probe the interpreter ``opts`` names (``--python``, else python3 on PATH, else ours).
+
+    The child timeouts are kept inside the collection budget, so a hanging import comes back as
+    ``TorchLive(timed_out=True)`` from here rather than as the runner abandoning the whole section.
+    """
+    return inspect_target(opts.python, opts.env, depth=opts.depth,
+                          limits=Limits.from_kb().within(float(getattr(opts, "budget_s", 0) or 0)))
+
+
+def choose_interpreter(python: str | None, env: Mapping[str, str]) -> tuple[str, str]:
+    """(interpreter, why it was chosen). Paths are kept as given: resolving a venv's symlink
+    would land in the base interpreter and lose the venv."""
+    if python:
+        python = os.path.expanduser(python)
+        if os.sep not in python:
+            return (_run.which(python, env) or python), "--python"
+        return python, "--python"
+    found = _run.which("python3", env)
+    if found:
+        return found, "python3 on PATH"
+    return sys.executable, "the tool's own interpreter"
+
+
+def inspect_target(
+    python: str | None,
+    env: Mapping[str, str],
+    depth: str = "full",
+    limits: Limits | None = None,
+) -> TargetEnvFacts:
+    """Quick static facts, plus the live torch probe when ``depth == "full"``."""
+    limits = limits or Limits.from_kb()
+    exe, why = choose_interpreter(python, env)
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        facts = unavailable(Why.not_found, f"target interpreter {exe} ({why}) does not exist or is not executable")
+        return facts.model_copy(update={"python": exe, "chosen_because": why})
+
+    live_box: dict[str, TorchLive] = {}
+
+    def live_work() -> None:
+        try:
+            live_box["live"] = run_live(exe, env, limits.live_timeout_s)
+        except Exception as exc:  # a bug here must not read as a hang of the user's torch
+            live_box["live"] = TorchLive(import_ok=False, error=f"live probe failed: {type(exc).__name__}: {exc}")
+
+    live_thread: threading.Thread | None = None
+    if depth == "full":  # start the slow import first, read the files meanwhile
+        live_thread = threading.Thread(target=live_work, name="target-live", daemon=True)
+        live_thread.start()
+
+    facts = run_quick(exe, env, limits)
+    facts = facts.model_copy(update={"python": exe, "chosen_because": why})
+    if live_thread is not None:
+        live_thread.join(limits.live_timeout_s + 5.0)  # run_live is itself bounded; this is a backstop
+        live = live_box.get("live") or TorchLive(
+            import_ok=False, timed_out=True, error="live probe thread did not finish")
+        facts = facts.model_copy(update={"live": live})
+    return facts
+
+
+# --------------------------------------------------------------------------- quick depth
+def run_quick(exe: str, env: Mapping[str, str], limits: Limits) -> TargetEnvFacts:
+    """One child lists the environment; this process reads torch's version.py text and ELF needs."""
+    res = _run.run([exe, str(SCRIPT), "quick", json.dumps(list(INTEREST))], timeout=limits.quick_timeout_s, env=env)
+    payload, problem = parse_result(res.stdout)
+    if payload is None or payload.get("mode") != "quick" or "error" in payload:
+        why = Why.timeout if res.error == "timeout" else Why.error
+        detail = _describe_failure(res, problem or str((payload or {}).get("error", "unexpected result")))
+        return unavailable(why, f"static probe of {exe}: {detail}").model_copy(update={"live": missing(Why.not_collected)})
+    return facts_from_quick(payload, limits)
+
+
+def facts_from_quick(payload: Mapping[str, Any], limits: Limits) -> TargetEnvFacts:
+    """Turn the quick child's JSON into facts, scanning extension modules on the way."""
+    kind = payload.get("env_kind")
+    env = PythonEnvFacts(
+        kind=kind if kind in ("venv", "uv", "conda", "system") else "unknown",
+        prefix=_str(payload.get("prefix")),
+        base_prefix=_str(payload.get("base_prefix")),
+        site_packages=_str_list(payload.get("site_packages")),
+    )
+    raw_dists = payload.get("distributions")
+    dists: dict[str, str] | Unavailable
+    if isinstance(raw_dists, dict):
+        dists = {str(k): _str(v) for k, v in raw_dists.items()}
+    else:
+        dists = missing(Why.error, "; ".join(_str_list(payload.get("errors"))) or "no distribution list")
+    torch = static_torch(payload, dists)
+    sources = payload.get("extension_sources")
+    if isinstance(sources, dict):
+        extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s)
+        ext: list[ExtensionNeeds] | Unavailable = extensions
+    else:
+        ext, truncated = missing(Why.error, "no extension list"), False
+    return TargetEnvFacts(
+        python_version=_str(payload.get("python_version")) or missing(Why.error, "not reported"),
+        env=env,
+        distributions=dists,
+        torch=torch,
+        extensions=ext,
+        extensions_truncated=truncated,
+    )
+
+
+def static_torch(payload: Mapping[str, Any], dists: dict[str, str] | Unavailable) -> TorchStatic | Unavailable:
+    """torch's build from torch/version.py text; the dist version only names it in a failure."""
+    text = payload.get("torch_version_py")
+    location = _str(payload.get("torch_dir"))
+    dist_version = dists.get("torch") if isinstance(dists, dict) else None
+    if not isinstance(text, str):
+        if not location and not dist_version:
+            return missing(Why.not_found, "torch is not installed in this interpreter")
+        err = _str(payload.get("torch_error")) or "torch/version.py not readable"
+        return missing(Why.error, f"torch {dist_version or '?'} at {location or '?'}: {err}")
+    fields = parse_torch_version_py(text)
+    version = fields.get("__version__")
+    if not isinstance(version, str) or not version:
+        return missing(Why.error, f"torch/version.py at {location} has no __version__")
+    cuda = fields.get("cuda")
+    git = fields.get("git_version")
+    return TorchStatic(
+        version=version,
+        cuda=cuda if isinstance(cuda, str) and cuda else None,
+        local_tag=local_tag(version),
+        location=location,
+        git_version=git if isinstance(git, str) else "",
+    )
+
+
+def local_tag(version: str) -> str:
+    """The PEP 440 local label: ``cu130``, ``cpu``, ``50eac811a6.nv25.09`` (NGC, no cu tag)."""
+    return version.split("+", 1)[1].strip() if "+" in version else ""
+
+
+_ASSIGN_RE = re.compile(
+    r"""^(?P<name>__version__|cuda|git_version|hip|debug)\s*(?::[^=\n]*)?=\s*(?P<value>'[^'\n]*'|"[^"\n]*"|None|True|False)\s*(?:#.*)?$""",
+    re.M,
+)
+
+
+def parse_torch_version_py(text: str) -> dict[str, object]:
+    """Top-level ``name = literal`` assignments of torch/version.py, read without executing it.
+
+    ``ast`` handles the real files (``cuda: Optional[str] = '13.0'``); a line regex is the
+    fallback for text ``ast`` rejects. Never raises.
+    """
+    out: dict[str, object] = {}
+    try:
+        tree = ast.parse(text)
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            else:
+                continue
+            if (isinstance(target, ast.Name) and isinstance(value, ast.Constant)
+                    and (value.value is None or isinstance(value.value, (str, bool)))):
+                out[target.id] = value.value
+        return out
+    except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
+        pass
+    for m in _ASSIGN_RE.finditer(text):
+        raw = m.group("value")
+        out[m.group("name")] = {"None": None, "True": True, "False": False}.get(raw, raw[1:-1])
+    return out
+
+
+# --------------------------------------------------------------------------- extension scan
+def _candidate_files(sources: Mapping[str, Any], deadline: float, cut: list[bool]) -> Iterable[tuple[str, str]]:
+    """(package, path) in INTEREST order: RECORD-listed .so files, or a bounded walk of roots.
+
+    Stops at ``deadline`` even inside a walk that finds nothing (so a huge tree cannot stall it)
+    and then sets ``cut[0]``.
+    """
+    order = {name: i for i, name in enumerate(INTEREST)}
+    for package in sorted(sources, key=lambda n: order.get(str(n), len(order))):
+        src = sources.get(package)
+        if not isinstance(src, dict):
+            continue
+        for path in _str_list(src.get("files")):
+            yield str(package), path
+        for root in _str_list(src.get("roots")):
+            base_depth = root.rstrip(os.sep).count(os.sep)
+            for dirpath, dirnames, filenames in os.walk(root):
+                if time.monotonic() > deadline:
+                    cut[0] = True
+                    return
+                if dirpath.count(os.sep) - base_depth >= _WALK_MAX_DEPTH:
+                    dirnames[:] = []
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                for fn in sorted(filenames):
+                    if _SO_NAME.search(fn):
+                        yield str(package), os.path.join(dirpath, fn)
+
+
+def scan_extensions(
+    sources: Mapping[str, Any], max_files: int, budget_s: float
+) -> tuple[list[ExtensionNeeds], bool]:
+    """CUDA DT_NEEDED of each extension module; ``truncated`` when the file or time budget ran out."""
+    found: list[ExtensionNeeds] = []
+    seen: set[str] = set()
+    deadline = time.monotonic() + budget_s
+    examined = 0
+    cut = [False]
+    for package, path in _candidate_files(sources, deadline, cut):
+        if path in seen:
+            continue
+        if examined >= max_files or time.monotonic() > deadline:
+            return found, True
+        seen.add(path)
+        examined += 1
+        info = elf.dynamic_info(path)
+        needs = elf.cuda_needs(info.needed)
+        if needs:
+            runpath = elf.expand_origin(info.runpath, path)
+            resolved = {}
+            for need in needs:
+                hit = next((os.path.join(d, need) for d in runpath if os.path.exists(os.path.join(d, need))), None)
+                if hit:
+                    resolved[need] = hit
+            found.append(ExtensionNeeds(package=package, file=path, needed=needs, runpath=runpath, resolved=resolved))
+    return found, cut[0]
+
+
+def _str(x: object) -> str:
+    return x if isinstance(x, str) else ""
+
+
+def _str_list(x: object) -> list[str]:
+    """A list of strings from untrusted JSON (the child's output): anything else is dropped."""
+    return [v for v in x if isinstance(v, str)] if isinstance(x, list) else []
+
+
+# --------------------------------------------------------------------------- full depth
+def run_live(exe: str, env: Mapping[str, str], timeout_s: float) -> TorchLive:
+    """Import torch in the target interpreter, bounded; every way it can go wrong is a TorchLive."""
+    res = _run.run([exe, str(SCRIPT), "live"], timeout=timeout_s, env=env)
+    return live_from_result(res, timeout_s)
+
+
+def live_from_result(res: _run.RunResult, timeout_s: float) -> TorchLive:
+    """Read the live child's outcome: result line, death by signal, timeout or garbage."""
+    duration = round(res.duration_s, 3)
+    where = last_stage(res.stdout)
+    while_ = f" while: {where}" if where else ""
+    if res.error == "timeout":
+        return TorchLive(import_ok=where not in ("", "import torch"), timed_out=True, duration_s=duration, stage=where,
+                         error=f"target python did not finish within {timeout_s:g} s (killed){while_}")
+    payload, problem = parse_result(res.stdout)
+    if res.error == "signal":
+        sig = res.signal
+        return TorchLive(import_ok=where not in ("", "import torch"), died_by_signal=sig, duration_s=duration,
+                         stage=where, error=f"target python died on signal {sig} ({_signal_name(sig)}){while_}")
+    if payload is None:
+        return TorchLive(import_ok=False, duration_s=duration, stage=where,
+                         error=_describe_failure(res, problem or "no result"))
+    fields = {k: payload[k] for k in TorchLive.model_fields if k in payload and payload[k] is not None}
+    fields.setdefault("import_ok", False)
+    fields["duration_s"] = duration
+    for key in ("capability", "mem_get_info_bytes"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
+    try:
+        return TorchLive.model_validate(fields)
+    except ValidationError as exc:
+        return TorchLive(import_ok=False, duration_s=duration, stage=where,
+                         error=f"target python printed a result that does not validate: {str(exc)[:300]}")
+
+
+# --------------------------------------------------------------------------- output parsing
+def parse_result(stdout: str) -> tuple[dict[str, Any] | None, str]:
+    """The last marked JSON object in the child's stdout, or (None, why not). Never raises."""
+    last = None
+    for line in stdout.splitlines():
+        i = line.find(RESULT_MARKER)
+        if i >= 0:
+            last = line[i + len(RESULT_MARKER):]
+    if last is None:
+        snippet = " ".join(stdout.split())[:160]
+        return None, f"printed no result line (stdout: {snippet!r})" if snippet else "printed nothing"
+    try:
+        payload = json.loads(last)
+    except (ValueError, RecursionError) as exc:
+        return None, f"printed an unparseable result line ({type(exc).__name__}: {str(exc)[:120]})"
+    if not isinstance(payload, dict):
+        return None, "printed a result line that is not a JSON object"
+    return payload, ""
+
+
+def last_stage(stdout: str) -> str:
+    """The last step the live child announced before it finished, died or was killed."""
+    where = ""
+    for line in stdout.splitlines():
+        i = line.find(STAGE_MARKER)
+        if i >= 0:
+            where = line[i + len(STAGE_MARKER):].strip()[:80]
+    return where
+
+
+def _signal_name(sig: int | None) -> str:
+    try:
+        return signal.Signals(sig).name if sig else "?"
+    except ValueError:
+        return "?"
+
+
+def _describe_failure(res: _run.RunResult, problem: str) -> str:
+    if res.ok:
+        return f"target python {problem}"
+    tail = (res.stderr or "").strip().splitlines()[-1:] or [""]
+    base = res.describe()
+    return f"{base}; {problem}" + (f"; stderr: {tail[0][:300]}" if tail[0] and tail[0] not in base else "")
+
+
+__all__ = [
+    "INTEREST", "SECTION", "Limits", "choose_interpreter", "collect", "inspect_target",
+    "last_stage", "live_from_result", "local_tag", "parse_result", "parse_torch_version_py", "run_live",
+    "run_quick", "scan_extensions", "static_torch", "unavailable",
+]

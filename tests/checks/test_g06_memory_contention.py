@@ -1,0 +1,90 @@
+"""G6 — neighbours in the one pool: judged by their cap, not their presence."""
+
+from __future__ import annotations
+
+from build_fixtures import MIB, patch, run_check
+from conftest import load_facts_fixture
+from sparkops.checks.base import Status
+from sparkops.facts.reading import Why, missing
+from sparkops.workload import Workload
+
+GIB = 1024**3
+VLLM = "gb10_vllm_default"
+
+
+def test_vllm_at_default_utilisation_warns_naming_it_and_its_memory():
+    f = run_check("G6", load_facts_fixture(VLLM))
+    assert f.status is Status.warn
+    assert "VLLM::EngineCore pid 400721" in f.summary and "0.9" in f.summary and "default" in f.summary
+    assert "94.3 GiB" in f.summary  # 96581 MiB
+    assert "400650" not in f.summary  # the `vllm serve` front process is the same neighbour
+
+
+def test_vllm_capped_small_passes_with_a_note():
+    base = load_facts_fixture(VLLM)
+    procs = [p.model_copy(update={"memory_fraction": 0.5, "memory_cap_source": "cmdline" if p.pid == 400650 else "parent"})
+             for p in base.processes.processes]
+    f = run_check("G6", patch(base, {"processes.processes": [p.model_dump() for p in procs]}))
+    assert f.status is Status.passed
+    assert any("capped at 0.5" in n and "400721" in n for n in f.notes)
+
+
+def test_cap_from_the_front_process_reaches_the_engine_child_without_ppids():
+    base = load_facts_fixture(VLLM)
+    procs = [p.model_copy(update={"ppid": None, "memory_fraction": 0.5 if p.pid == 400650 else None,
+                                  "memory_cap_source": "cmdline" if p.pid == 400650 else ""})
+             for p in base.processes.processes]
+    f = run_check("G6", patch(base, {"processes.processes": [p.model_dump() for p in procs]}))
+    assert f.status is Status.passed
+
+
+def test_planned_workload_plus_neighbours_over_the_pool_fails():
+    f = run_check("G6", load_facts_fixture(VLLM), Workload(estimated_peak_gb=40.0))
+    assert f.status is Status.fail and "exceeds the 119.6 GiB pool" in f.summary
+
+
+def test_small_workload_beside_a_small_neighbour_is_fine():
+    f = run_check("G6", load_facts_fixture("gb10_ngc_2509_healthy"), Workload(estimated_peak_gb=40.0))
+    assert f.status is Status.passed and "no heavy neighbour" in f.summary
+
+
+def test_uncapped_heavy_gpu_process_warns():
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    procs = [*[p.model_dump() for p in base.gpu.devices[0].processes],
+             {"pid": 5120, "name": "/usr/local/bin/ollama", "kind": "compute", "used_memory_bytes": 41000 * MIB}]
+    f = run_check("G6", patch(base, {"gpu.devices.0.processes": procs}))
+    assert f.status is Status.warn and "Ollama" in f.summary and "no cap" in f.summary
+
+
+def test_d_state_process_warns():
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    stuck = {"pid": 7001, "name": "python3", "kind": "other", "state": "disk-sleep", "rss_bytes": 12 * GIB}
+    f = run_check("G6", patch(base, {"processes.processes": [stuck]}))
+    assert f.status is Status.warn and "uninterruptible" in f.summary and "7001" in f.summary
+
+
+def test_server_without_gpu_context_yet_is_judged_by_its_cap():
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    sg = {"pid": 8100, "name": "python3", "kind": "sglang", "cmdline": "python3 -m sglang.launch_server --model x",
+          "rss_bytes": 2 * GIB, "memory_fraction": 0.88, "memory_cap_source": "default"}
+    f = run_check("G6", patch(base, {"processes.processes": [sg]}))
+    assert f.status is Status.warn and "SGLang" in f.summary
+
+
+def test_no_process_information_at_all_skips():
+    facts = patch(load_facts_fixture(VLLM), {
+        "processes.processes": missing(Why.error, "process scan failed"),
+        "gpu.devices.0.processes": missing(Why.not_supported, "nvmlDeviceGetComputeRunningProcesses")})
+    f = run_check("G6", facts)
+    assert f.status is Status.skip
+
+
+def test_gpu_list_alone_still_judges_and_says_what_was_not_checked():
+    facts = patch(load_facts_fixture(VLLM), {"processes.processes": missing(Why.error, "process scan failed")})
+    f = run_check("G6", facts)
+    assert f.status is Status.warn and "400721" in f.summary
+    assert any("D-state" in n for n in f.notes)
+
+
+def test_no_gpu_skips():
+    assert run_check("G6", load_facts_fixture("no_gpu")).status is Status.skip
