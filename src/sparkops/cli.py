@@ -11,7 +11,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -37,13 +37,13 @@ class SchemaName(str, Enum):
 
 
 # ---- shared options
-PythonOpt = Annotated[Optional[Path], typer.Option("--python", help="The interpreter you train with "
+PythonOpt = Annotated[Path | None, typer.Option("--python", help="The interpreter you train with "
                       "(default: python3 on PATH, else this tool's own).", show_default=False)]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Static target probe only: no torch import.")]
-ConfigOpt = Annotated[Optional[list[Path]], typer.Option("--config", help="File or directory to scan for "
+ConfigOpt = Annotated[list[Path] | None, typer.Option("--config", help="File or directory to scan for "
                       "parallelism settings (G10); repeatable. Default: the working directory.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
-BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="Deadline in seconds for the whole "
+BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in seconds for the whole "
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
@@ -59,22 +59,22 @@ def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: 
 def preflight(
     python: PythonOpt = None,
     quick: QuickOpt = False,
-    facts: Annotated[Optional[Path], typer.Option("--facts", help="Judge a recorded snapshot instead of this machine.")] = None,
-    workload: Annotated[Optional[str], typer.Option("--workload", help='Free text, e.g. "qlora 70b seq 8192 nvfp4".')] = None,
-    method: Annotated[Optional[str], typer.Option(help="full | lora | qlora | inference")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model name, e.g. llama-3.1-70b.")] = None,
-    params_b: Annotated[Optional[float], typer.Option("--params-b", help="Model size in billions.")] = None,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len")] = None,
-    batch_size: Annotated[Optional[int], typer.Option("--batch-size")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="nvfp4 | fp8 | bf16 | ...")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Planned tensor-parallel size.")] = None,
-    nodes: Annotated[Optional[int], typer.Option(help="Planned number of nodes (Sparks).")] = None,
-    component: Annotated[Optional[list[str]], typer.Option("--component", help="Stack component the run uses (vllm, unsloth, ...); repeatable.")] = None,
-    peak_gb: Annotated[Optional[float], typer.Option("--peak-gb", help="Estimated peak memory of the workload (G3 fit test).")] = None,
+    facts: Annotated[Path | None, typer.Option("--facts", help="Judge a recorded snapshot instead of this machine.")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", help='Free text, e.g. "qlora 70b seq 8192 nvfp4".')] = None,
+    method: Annotated[str | None, typer.Option(help="full | lora | qlora | inference")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name, e.g. llama-3.1-70b.")] = None,
+    params_b: Annotated[float | None, typer.Option("--params-b", help="Model size in billions.")] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size")] = None,
+    precision: Annotated[str | None, typer.Option(help="nvfp4 | fp8 | bf16 | ...")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Planned tensor-parallel size.")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Planned number of nodes (Sparks).")] = None,
+    component: Annotated[list[str] | None, typer.Option("--component", help="Stack component the run uses (vllm, unsloth, ...); repeatable.")] = None,
+    peak_gb: Annotated[float | None, typer.Option("--peak-gb", help="Estimated peak memory of the workload (G3 fit test).")] = None,
     config: ConfigOpt = None,
     offline: OfflineOpt = False,
     budget: BudgetOpt = None,
-    matrix: Annotated[Optional[Path], typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
     report: Annotated[Path, typer.Option("--report", help="Where env-report.json goes.")] = Path("env-report.json"),
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
@@ -93,7 +93,7 @@ def preflight(
 
 @app.command()
 def collect(
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the snapshot here (default: stdout).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the snapshot here (default: stdout).")] = None,
     python: PythonOpt = None,
     quick: QuickOpt = False,
     config: ConfigOpt = None,

@@ -7,6 +7,7 @@ misjudging it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -32,10 +33,8 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Measure preflight wall time beside a bare torch import + CUDA init, side by side, one run.
+
+Usage: python benchmarks/bench_preflight.py [--python PY] [--runs N] [--out DIR]
+Writes benchmarks/results/preflight-<host>-<date>.md with the machine, versions and the medians.
+Each sample is a fresh process (what a user pays), interleaved so drift hits all rows alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t0, p.returncode, p.stdout + p.stderr
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", default=shutil.which("python3") or sys.executable,
+                    help="target interpreter (the one with torch)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = ap.parse_args()
+    env = dict(os.environ)
+    tmp = Path(tempfile.mkdtemp())
+    tool = [sys.executable, "-m", "sparkops"]
+    common = ["--python", args.python, "--offline", "--config", str(tmp), "--format", "lines"]
+    rows = {
+        "bare: python -c 'import torch; torch.cuda.get_device_capability()'":
+            [args.python, "-c", "import torch; torch.cuda.get_device_capability()"],
+        "bare: python -c 'import torch'": [args.python, "-c", "import torch"],
+        "spark-ops preflight --quick": [*tool, "preflight", "--quick", *common, "--report", str(tmp / "q.json")],
+        "spark-ops preflight (full)": [*tool, "preflight", *common, "--report", str(tmp / "f.json")],
+    }
+    samples: dict[str, list[float]] = {k: [] for k in rows}
+    codes: dict[str, set[int]] = {k: set() for k in rows}
+    # one warm-up of each (page cache), then interleaved measured runs
+    for argv in rows.values():
+        timed(argv, env)
+    for _ in range(args.runs):
+        for name, argv in rows.items():
+            dt, rc, _out = timed(argv, env)
+            samples[name].append(dt)
+            codes[name].add(rc)
+    report = json.loads((tmp / "f.json").read_text()) if (tmp / "f.json").exists() else {}
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    bare = med["bare: python -c 'import torch; torch.cuda.get_device_capability()'"]
+    ver = subprocess.run([args.python, "-c", "import torch,sys;print(torch.__version__, torch.version.cuda, sys.version.split()[0])"],
+                         capture_output=True, text=True).stdout.strip()
+    gpu = report.get("identity", {}).get("gpu_name")
+    lines = [
+        f"# preflight timing on {socket.gethostname()} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",  # noqa: UP017
+        "",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, GPU: {gpu}, platform judged: {report.get('platform')}",
+        f"- target python: {args.python} (torch, CUDA, python: {ver or 'no torch'})",
+        f"- tool python: {sys.version.split()[0]}; dgx-spark-ops {report.get('tool_version')}",
+        f"- {args.runs} interleaved runs per row after one warm-up; fresh process each; wall time in seconds",
+        "",
+        "| command | median s | min s | max s | exit codes | ratio to bare import+CUDA init |",
+        "|---|---|---|---|---|---|",
+    ]
+    for k, v in samples.items():
+        lines.append(f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} | {sorted(codes[k])} | {med[k] / bare:.2f} |")
+    lines += ["", f"Verdict of the full run: {report.get('verdict')}; checks: ",
+              "```", json.dumps(report.get("checks", {}), indent=1), "```"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / f"preflight-{platform.machine()}-{datetime.now(timezone.utc):%Y%m%d}.md"  # noqa: UP017
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Secrets never enter a snapshot: keep only the environment the checks read, mask credentials.
+
+A snapshot is meant to be attached to bug reports, so two filters run before anything is stored:
+:func:`redact_env` keeps an allow-list of variables (and masks any whose *name* looks secret, e.g.
+``NVIDIA_API_KEY``), and :func:`redact_text` masks credentials inside free text such as process
+command lines and URLs. Both err on the side of masking.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+MASK = "***"
+
+# Variables the checks read, by exact name.
+_KEEP_EXACT = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES", "CUDA_VERSION", "CUDA_HOME", "CUDA_PATH", "CUDA_DRIVER_VERSION",
+        "CUDNN_VERSION", "CUBLAS_VERSION", "TRT_VERSION", "TRANSFORMER_ENGINE_VERSION",
+        "PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "PYTORCH_BUILD_NUMBER", "PYTORCH_CUDA_ALLOC_CONF",
+        "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH",
+        "HF_HUB_ENABLE_HF_TRANSFER", "HF_XET_HIGH_PERFORMANCE", "HF_HOME", "HF_HUB_OFFLINE",
+        "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "NNODES",
+        "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "container", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+        "LD_LIBRARY_PATH", "PATH",
+    }
+)
+# ... and by prefix (NVIDIA container/NGC variables, nvidia/cuda image NV_*, NCCL, uv, vLLM).
+_KEEP_PREFIXES = ("NVIDIA_", "NV_", "NCCL_", "UV_", "VLLM_", "UNSLOTH_")
+
+# A variable NAME that looks like it holds a secret. Over-matching only costs a masked value.
+_SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|KEY|AUTH|COOKIE|PRIVATE|SIGNATURE|SESSION|(^|_)PASS($|_)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a variable or flag name suggests its value is a credential."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def _wanted(name: str) -> bool:
+    return name in _KEEP_EXACT or name.startswith(_KEEP_PREFIXES)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables the checks need, secrets masked by name and credentials masked in values."""
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not _wanted(name):
+            continue
+        value = value if isinstance(value, str) else str(value)
+        out[name] = MASK if is_secret_name(name) else redact_text(value)
+    return dict(sorted(out.items()))
+
+
+# Credential patterns for free text. Order matters little: every replacement is a fixed point.
+_FLAG_NAMES = r"(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?)"
+_SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # scheme://user:pass@host -> scheme://***@host (the authority is everything up to the last @)
+    (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#@]*(?:@[^\s/?#@]*)*@"), r"\1" + MASK + "@"),
+    # HTTP auth headers and bearer tokens
+    (re.compile(r"(\bAuthorization\s*[:=]\s*)(?:(?:Bearer|Basic|token|Token)\s+)?[^\s'\"]+", re.I),
+     r"\1" + MASK),
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{8,}", re.I), r"\1 " + MASK),
+    # --api-key X, --api-key=X, --hf-token X, --token X, --password=X ...
+    (re.compile(r"(?<![\w-])(--?" + _FLAG_NAMES + r")(=|[ \t]+)(?!-)(\S+)", re.I), r"\1\2" + MASK),
+    # SOME_TOKEN=value, AWS_SECRET_ACCESS_KEY: value (upper-case env/config style names)
+    (re.compile(r"\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)"
+                r"[A-Z0-9_]*)(\s*[=:]\s*)(?!\*\*\*)([^\s'\"]+)"), r"\1\2" + MASK),
+    (re.compile(r"\b(aws_secret_access_key|aws_access_key_id|aws_session_token)(\s*[=:]\s*)([^\s'\"]+)", re.I),
+     r"\1\2" + MASK),
+    # token=... in URL query strings
+    (re.compile(r"([?&](?:access_token|token|api_key|apikey|key|password|sig|signature)=)[^&\s#]+", re.I),
+     r"\1" + MASK),
+    # vendor token shapes
+    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
+    (re.compile(r"(?<![A-Za-z0-9])(gh[pousr])_[A-Za-z0-9]{20,}"), r"\1_" + MASK),
+    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), "github_pat_" + MASK),
+    (re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_\-]{20,}"), "nvapi-" + MASK),
+    (re.compile(r"(?<![A-Za-z0-9\-])sk-[A-Za-z0-9_\-]{20,}"), "sk-" + MASK),
+    (re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Z0-9])"), MASK),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), "xox-" + MASK),
+)
+
+
+def redact_text(text: str) -> str:
+    """Mask credentials in free text (command lines, URLs, log lines)."""
+    if not text:
+        return text
+    for pattern, repl in _SUBS:
+        text = pattern.sub(repl, text)
+    return text
