@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkops import __version__
-from sparkops.checks import identity as identity_check
-from sparkops.checks import judge
-from sparkops.checks.base import Status
-from sparkops.checks.verdict import exit_code as _exit_code
-from sparkops.checks.verdict import verdict as _verdict
 from sparkops.facts.model import Facts, ProbeRecord
 from sparkops.facts.reading import known
 from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
 from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
 from sparkops.probes import CollectOptions
 from sparkops.probes import collect as _collect
-from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, Report, check_string
 from sparkops.workload import Workload
 
+if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
+    from sparkops.report.model import Report
+
 __all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain",
-           "knowledge", "load_facts", "save_facts", "write_report", "Report", "Facts", "Workload"]
+           "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload"]
 
 
 def knowledge(matrix: Path | None = None) -> Knowledge:
@@ -32,14 +31,26 @@ def knowledge(matrix: Path | None = None) -> Knowledge:
     return kb
 
 
+def _warm_judging_modules() -> None:
+    """Import the checks and reporters; called while the probes wait on their subprocesses."""
+    for name in ("sparkops.checks", "sparkops.report.model", "sparkops.report.render"):
+        importlib.import_module(name)
+
+
 def collect(opts: CollectOptions | None = None) -> Facts:
     """Probe this machine (concurrently, each probe bounded) into one snapshot."""
-    return _collect(opts)
+    return _collect(opts, while_waiting=_warm_judging_modules)
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
                  facts_source: str = "live") -> Report:
     """Judge a snapshot: identity, G1..G10, verdict, blocking list. Pure given its inputs."""
+    from sparkops.checks import identity as identity_check
+    from sparkops.checks import judge
+    from sparkops.checks.base import Status
+    from sparkops.checks.verdict import verdict as _verdict
+    from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, Report, check_string
+
     kb = kb or load()
     workload = workload or Workload()
     ctx, findings = judge(facts, kb, workload)
@@ -102,6 +113,8 @@ def write_report(report: Report, path: Path) -> None:
 
 def exit_code(report: Report) -> int:
     """0 ready, 1 ready with warnings, 2 blocked (3 is the CLI's: the tool itself failed)."""
+    from sparkops.checks.verdict import exit_code as _exit_code
+
     return _exit_code(report.verdict)
 
 

@@ -16,11 +16,9 @@ from typing import Annotated
 import typer
 
 from sparkops import __version__, api
-from sparkops.checks.verdict import EXIT_TOOL_ERROR
 from sparkops.facts.model import Facts
 from sparkops.facts.snapshot import SnapshotError
-from sparkops.report.model import Report
-from sparkops.report.render import Format, render_gotcha
+from sparkops.report.formats import EXIT_TOOL_ERROR, Format
 from sparkops.workload import merge
 
 # typer >= 0.2x vendors click; take its exception classes from typer itself so both work.
@@ -84,7 +82,7 @@ def preflight(
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
     kb = api.knowledge(matrix)
-    rep: Report = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget), workload=wl, kb=kb)
+    rep = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget), workload=wl, kb=kb)
     api.write_report(rep, report)
     out = (Format.json if as_json else fmt).render(rep, color=sys.stdout.isatty() and fmt is Format.table)
     sys.stdout.write(out)
@@ -118,6 +116,8 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
         g = api.explain(gotcha)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="GOTCHA") from exc
+    from sparkops.report.render import render_gotcha
+
     sys.stdout.write(render_gotcha(g))
     return 0
 
@@ -125,6 +125,8 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
 @app.command()
 def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -> int:
     """Print the JSON Schema of the facts snapshot or of env-report.json."""
+    from sparkops.report.model import Report
+
     model = Facts if name is SchemaName.facts else Report
     sys.stdout.write(json.dumps(model.model_json_schema(), indent=2) + "\n")
     return 0

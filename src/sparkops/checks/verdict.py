@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sparkops.checks.base import Finding, Status
-
-EXIT_CODES = {"ready": 0, "ready-with-warnings": 1, "blocked": 2}
-EXIT_TOOL_ERROR = 3
+from sparkops.report.formats import EXIT_CODES
 
 
 def verdict(findings: Iterable[Finding]) -> str:

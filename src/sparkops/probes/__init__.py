@@ -8,10 +8,11 @@ starts them all at once, waits for each until the shared deadline, and records h
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,49 +38,72 @@ class CollectOptions:
     only: tuple[str, ...] = ()  # restrict to these probe names (tests, benchmarks)
 
 
-def _modules() -> dict[str, ModuleType]:
-    from sparkops.probes import configs, cuda_libs, gpu, host, memory, playbooks, processes, target_env
+PROBES: dict[str, str] = {  # section -> module; the target interpreter first: it is the slowest
+    "target": "sparkops.probes.target_env",
+    "gpu": "sparkops.probes.gpu",
+    "cuda_libs": "sparkops.probes.cuda_libs",
+    "processes": "sparkops.probes.processes",
+    "host": "sparkops.probes.host",
+    "memory": "sparkops.probes.memory",
+    "configs": "sparkops.probes.configs",
+    "playbooks": "sparkops.probes.playbooks",
+}
 
-    return {m.SECTION: m for m in (target_env, gpu, host, memory, cuda_libs, processes, configs, playbooks)}
 
+def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], object] | None = None) -> Facts:
+    """Run every probe concurrently within ``opts.budget_s`` and assemble one snapshot.
 
-def collect(opts: CollectOptions | None = None) -> Facts:
-    """Run every probe concurrently within ``opts.budget_s`` and assemble one snapshot."""
+    Each probe imports its own module in its own thread, so the slow ones (the target
+    interpreter, NVML) start before the rest is even imported. ``while_waiting`` runs on the
+    calling thread meanwhile (the CLI uses it to import the checks while probes run).
+    """
     opts = opts or CollectOptions()
-    modules = _modules()
-    if opts.only:
-        modules = {k: v for k, v in modules.items() if k in opts.only}
+    names = [n for n in PROBES if not opts.only or n in opts.only]
     results: dict[str, object] = {}
     records: dict[str, ProbeRecord] = {}
+    loaded: dict[str, ModuleType] = {}
+    lock = threading.Lock()
+    abandoned: set[str] = set()  # past the deadline: a late answer must not overwrite "timed out"
     started = time.monotonic()
 
-    def work(name: str, mod: ModuleType) -> None:
+    def work(name: str) -> None:
         t0 = time.monotonic()
         try:
+            mod = loaded[name] = importlib.import_module(PROBES[name])
             section = mod.collect(opts)
-            results[name] = section
-            records[name] = ProbeRecord(name=name, ok=True, duration_s=round(time.monotonic() - t0, 3),
-                                        source=getattr(section, "source", "") or "")
+            record = ProbeRecord(name=name, ok=True, duration_s=round(time.monotonic() - t0, 3),
+                                 source=getattr(section, "source", "") or "")
         except Exception as exc:  # a probe must never take the run down: record and go on
-            results[name] = mod.unavailable(Why.error, f"{type(exc).__name__}: {exc}")
-            records[name] = ProbeRecord(name=name, ok=False, duration_s=round(time.monotonic() - t0, 3),
-                                        reason=f"{type(exc).__name__}: {exc}"[:300])
+            section = loaded[name].unavailable(Why.error, f"{type(exc).__name__}: {exc}") if name in loaded else None
+            record = ProbeRecord(name=name, ok=False, duration_s=round(time.monotonic() - t0, 3),
+                                 reason=f"{type(exc).__name__}: {exc}"[:300])
+        with lock:
+            if name not in abandoned:
+                if section is not None:
+                    results[name] = section
+                records[name] = record
 
-    threads = {n: threading.Thread(target=work, args=(n, m), name=f"probe-{n}", daemon=True)
-               for n, m in modules.items()}
+    threads = {n: threading.Thread(target=work, args=(n,), name=f"probe-{n}", daemon=True) for n in names}
     for t in threads.values():
         t.start()
+    if while_waiting is not None:
+        while_waiting()
     deadline = started + opts.budget_s
     for name, t in threads.items():
         t.join(max(0.0, deadline - time.monotonic()))
-        if t.is_alive():
-            mod = modules[name]
-            results[name] = mod.unavailable(Why.timeout, f"probe still running after the {opts.budget_s:.0f} s budget")
+        with lock:
+            if name in records:
+                continue
+            abandoned.add(name)
+            if name in loaded:
+                results[name] = loaded[name].unavailable(
+                    Why.timeout, f"probe still running after the {opts.budget_s:g} s budget")
             records[name] = ProbeRecord(name=name, ok=False, duration_s=round(time.monotonic() - started, 3),
                                         reason="timeout: abandoned at the collection deadline")
     facts = Facts(tool_version=__version__, collected_at=datetime.now(timezone.utc), depth=opts.depth)  # noqa: UP017
-    update = {name: results[name] for name in modules if name in results}
-    facts = facts.model_copy(update=update)
-    facts.probes.update(records)
+    with lock:
+        update = {name: results[name] for name in names if name in results}
+        facts = facts.model_copy(update=update)
+        facts.probes.update(records)
     # re-validate so a probe returning a wrong type is caught here, not in a check
     return Facts.model_validate(facts.model_dump())

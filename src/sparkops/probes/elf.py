@@ -13,9 +13,11 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from elftools.elf.dynamic import DynamicSection, DynamicSegment
-from elftools.elf.elffile import ELFFile
+if TYPE_CHECKING:  # pyelftools is imported on first use: a --quick run without extensions never pays for it
+    from elftools.elf.dynamic import DynamicSection, DynamicSegment
+    from elftools.elf.elffile import ELFFile
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -97,6 +99,8 @@ def dynamic_info(path: str | os.PathLike[str]) -> DynamicInfo:
             if f.read(4) != ELF_MAGIC:
                 return DynamicInfo()
             f.seek(0)
+            from elftools.elf.elffile import ELFFile
+
             elf = ELFFile(f)
             for table in _dynamic_tables(elf):
                 needed: list[str] = []
@@ -127,6 +131,8 @@ def expand_origin(runpath: Iterable[str], file: str | os.PathLike[str]) -> list[
 
 
 def _dynamic_tables(elf: ELFFile) -> Iterable[DynamicSection | DynamicSegment]:
+    from elftools.elf.dynamic import DynamicSection, DynamicSegment
+
     found = False
     for section in elf.iter_sections():
         if isinstance(section, DynamicSection):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from enum import Enum
 
 from rich.console import Console
 from rich.table import Table
@@ -18,21 +17,6 @@ STYLE = {
     Status.skip: "dim", Status.info: "cyan", Status.unknown: "magenta",
 }
 VERDICT_STYLE = {"ready": "bold green", "ready-with-warnings": "bold yellow", "blocked": "bold red"}
-
-
-class Format(str, Enum):
-    table = "table"
-    lines = "lines"
-    json = "json"
-
-    def render(self, report: Report, color: bool = False, width: int = 110) -> str:
-        if self is Format.table:
-            return render_table(report, color=color, width=width)
-        if self is Format.lines:
-            return render_lines(report)
-        if self is Format.json:
-            return render_json(report)
-        raise AssertionError(self)  # pragma: no cover - exhaustive
 
 
 def g_line(f: Finding) -> str:
