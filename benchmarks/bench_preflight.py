@@ -22,6 +22,25 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+BREAKDOWN = r"""
+import sys, time
+t0 = time.perf_counter()
+from sparkops import api
+from pathlib import Path
+t1 = time.perf_counter()
+opts = api.CollectOptions(depth="quick", python=sys.argv[1], offline=True, config_paths=(Path(sys.argv[2]),),
+                          counter_window_s=0.1)
+facts = api.collect(opts)
+t2 = time.perf_counter()
+rep = api.build_report(facts)
+t3 = time.perf_counter()
+print(f"import api        {t1 - t0:.3f} s")
+print(f"collect (all)     {t2 - t1:.3f} s")
+for name, r in sorted(facts.probes.items(), key=lambda kv: -kv[1].duration_s):
+    print(f"  probe {name:<10} {r.duration_s:.3f} s {'ok' if r.ok else r.reason}")
+print(f"judge + report    {t3 - t2:.3f} s")
+"""
+
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     t0 = time.perf_counter()
@@ -78,6 +97,10 @@ def main() -> int:
         lines.append(f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} | {sorted(codes[k])} | {med[k] / bare:.2f} |")
     lines += ["", f"Verdict of the full run: {report.get('verdict')}; checks: ",
               "```", json.dumps(report.get("checks", {}), indent=1), "```"]
+    # where a --quick run spends its time: one in-process breakdown (import, each probe, judge)
+    probe = subprocess.run([sys.executable, "-c", BREAKDOWN, args.python, str(tmp)], capture_output=True, text=True)
+    lines += ["", "Where `--quick` spends its time (one in-process run; probes run concurrently):", "```",
+              probe.stdout.strip() or probe.stderr.strip()[-2000:], "```"]
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"preflight-{platform.machine()}-{datetime.now(timezone.utc):%Y%m%d}.md"  # noqa: UP017
     out.write_text("\n".join(lines) + "\n")

@@ -31,15 +31,20 @@ def knowledge(matrix: Path | None = None) -> Knowledge:
     return kb
 
 
-def _warm_judging_modules() -> None:
-    """Import the checks and reporters; called while the probes wait on their subprocesses."""
-    for name in ("sparkops.checks", "sparkops.report.model", "sparkops.report.render"):
-        importlib.import_module(name)
+JUDGING_MODULES = ("sparkops.checks", "sparkops.report.model")
 
 
-def collect(opts: CollectOptions | None = None) -> Facts:
-    """Probe this machine (concurrently, each probe bounded) into one snapshot."""
-    return _collect(opts, while_waiting=_warm_judging_modules)
+def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = ()) -> Facts:
+    """Probe this machine (concurrently, each probe bounded) into one snapshot.
+
+    While the probes wait on their subprocesses, the judging modules (and ``also_import``, e.g.
+    the table renderer) are imported on this thread, so their import cost hides behind the probes.
+    """
+    def warm() -> None:
+        for name in (*JUDGING_MODULES, *also_import):
+            importlib.import_module(name)
+
+    return _collect(opts, while_waiting=warm)
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
@@ -93,14 +98,15 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
-              workload: Workload | None = None, kb: Knowledge | None = None) -> Report:
+              workload: Workload | None = None, kb: Knowledge | None = None,
+              also_import: tuple[str, ...] = ()) -> Report:
     """Collect (or load a snapshot), judge, and return the report."""
     if isinstance(facts, (str, Path)):
         source = str(facts)
         facts = load_facts(Path(facts))
     elif facts is None:
         source = "live"
-        facts = collect(opts)
+        facts = collect(opts, also_import)
     else:
         source = "given"
     return build_report(facts, workload, kb, facts_source=source)

@@ -210,6 +210,8 @@ def test_collect_with_injected_environment(tmp_path, monkeypatch, cudart_dirs):
     _fake_tool(tmp_path / "bin", "ldconfig", f'@CAT@ "{tmp_path / "out.txt"}"\n')
     env = clean_env({"PATH": f"{tmp_path / 'bin'}:{os.path.dirname(sys.executable)}",
                      "LD_LIBRARY_PATH": str(cudart_dirs["good"])})
+    for var in ("CUDA_HOME", "CUDA_PATH"):  # a real toolkit (e.g. on a GPU host) must not leak in
+        env.pop(var, None)
     facts = cuda_libs.collect(CollectOptions(env=env))
     assert isinstance(facts, CudaLibFacts)
     assert set(facts.ldconfig) == {"libcudart.so.13", "libcudart.so", "libcuda.so.1"}

@@ -7,6 +7,7 @@ empty result.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -68,6 +69,19 @@ class CheckContext:
         if status in (Status.fail, Status.warn) and "fix" not in kw:
             kw["fix"] = self.kb.gotcha(gotcha).fix if gotcha in self.kb.gotchas else ""
         return Finding(gotcha=gotcha, status=status, summary=summary, **kw)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalised distribution name (``Flash_Attn`` -> ``flash-attn``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed(facts: Facts) -> dict[str, str]:
+    """The target environment's distributions by canonical name; empty when they were not read."""
+    dists = facts.target.distributions
+    if isinstance(dists, dict):
+        return {canonical_name(k): v for k, v in dists.items()}
+    return {}
 
 
 def ev(fact: str, value: Any) -> Evidence:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import re
 import signal
 
-from packaging.utils import canonicalize_name
-
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
 from sparkops.facts.model import TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, known
 
@@ -111,10 +109,7 @@ def check(ctx: CheckContext) -> Finding:
     static = target.torch
     ts = static if isinstance(static, TorchStatic) else None
     tl = target.live if isinstance(target.live, TorchLive) else None
-    dists: dict[str, str] = (
-        {canonicalize_name(k): v for k, v in target.distributions.items()}  # type: ignore[union-attr]
-        if known(target.distributions) else {}
-    )
+    dists = installed(facts)
     evidence: list[Evidence] = [ev("target.python", target.python)]
     fails: list[str] = []
     warns: list[tuple[str, str]] = []  # (text, fix)
@@ -208,7 +203,7 @@ def check(ctx: CheckContext) -> Finding:
             for lib in ext.needed:
                 if lib not in wheels_for or lib in ext.resolved:  # found through its RUNPATH
                     continue
-                if any(canonicalize_name(w) in dists for w in wheels_for[lib]):
+                if any(canonical_name(w) in dists for w in wheels_for[lib]):
                     continue
                 if registered is None:
                     unjudged.add(lib)

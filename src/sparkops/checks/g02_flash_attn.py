@@ -7,9 +7,7 @@ Unsloth's loader switches to flash-attention-2 whenever flash-attn is importable
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
-
-from sparkops.checks.base import CheckContext, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Finding, Status, ev, installed
 from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 
@@ -28,7 +26,7 @@ def check(ctx: CheckContext) -> Finding:
     if not known(target.distributions):
         return ctx.finding(GID, Status.skip, f"installed packages were not read: {target.distributions}",
                            detail="flash-attn and Unsloth presence come from the target environment's package list.")
-    dists = {canonicalize_name(k): v for k, v in target.distributions.items()}  # type: ignore[union-attr]
+    dists = installed(ctx.facts)
     fa = dists.get("flash-attn")
     unsloth = dists.get("unsloth")
     live = target.live if isinstance(target.live, TorchLive) else None

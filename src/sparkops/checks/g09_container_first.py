@@ -9,11 +9,10 @@ its refresh horizon, or with installed majors newer than verified, the tool says
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
 from sparkops.facts.reading import known
 
 GID = "G9"
@@ -34,7 +33,7 @@ def _matrix(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> tuple
     off: list[str] = []
     newer: list[str] = []
     for pin in ctx.kb.matrix.known_good:
-        name = canonicalize_name(pin.name)
+        name = canonical_name(pin.name)
         if name not in dists:
             continue
         have, want = _v(dists[name]), _v(pin.version)
@@ -52,7 +51,7 @@ def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> lis
     """Hard blockers that apply: (summary, fix)."""
     out: list[tuple[str, str]] = []
     for hb in ctx.kb.matrix.hard_blockers:
-        pkg, when = canonicalize_name(hb.package), canonicalize_name(hb.when_installed)
+        pkg, when = canonical_name(hb.package), canonical_name(hb.when_installed)
         if pkg not in dists or when not in dists:
             continue
         have, below = _v(dists[pkg]), _v(hb.below)
@@ -60,7 +59,7 @@ def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> lis
             notes.append(f"hard blocker {pkg} < {hb.below} not judged: version {dists[pkg]} not parseable")
             continue
         if Version(have.public) < below:
-            pin = next((p.version for p in ctx.kb.matrix.known_good if canonicalize_name(p.name) == pkg), None)
+            pin = next((p.version for p in ctx.kb.matrix.known_good if canonical_name(p.name) == pkg), None)
             target = f'=={pin}' if pin else f'>={hb.below}'
             out.append((f"{pkg} {dists[pkg]} < {hb.below} beside {when} {dists[when]}: {hb.message}",
                         f'`pip install -U "{pkg}{target}"` (after any --no-deps Unsloth line), then re-check.'))
@@ -79,7 +78,7 @@ def check(ctx: CheckContext) -> Finding:
     warns: list[tuple[str, str | None]] = []
     dists: dict[str, str] = {}
     if known(facts.target.distributions):
-        dists = {canonicalize_name(k): v for k, v in facts.target.distributions.items()}  # type: ignore[union-attr]
+        dists = installed(facts)
     else:
         notes.append(f"installed packages not read ({facts.target.distributions}): matrix and blockers not judged")
 
@@ -106,7 +105,7 @@ def check(ctx: CheckContext) -> Finding:
     # Triton's bundled ptxas rejects sm_121a
     cap = tuple(kb.t("g9.triton_capability"))
     dev_cap = identity.identify(facts, kb).capability
-    triton = next((f"{d} {dists[d]}" for d in map(canonicalize_name, kb.t("g9.triton_dists")) if d in dists), None)
+    triton = next((f"{d} {dists[d]}" for d in map(canonical_name, kb.t("g9.triton_dists")) if d in dists), None)
     if triton and dev_cap == cap and not env.get("TRITON_PTXAS_PATH"):
         warns.append((f"{triton} on SM{cap[0]}{cap[1]} without TRITON_PTXAS_PATH (its bundled ptxas rejects sm_121a)",
                       "`export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas` before training."))
