@@ -11,15 +11,19 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sparkops import __version__, api
-from sparkops.facts.model import Facts
-from sparkops.facts.snapshot import SnapshotError
+from sparkops import __version__
+from sparkops.errors import SnapshotError
 from sparkops.report.formats import EXIT_TOOL_ERROR, Format
-from sparkops.workload import merge
+
+if TYPE_CHECKING:
+    from sparkops import api
+
+# Heavy modules (pydantic models, checks, rich) are imported inside the commands, after the
+# target interpreter's children were started: full mode then costs about one torch import.
 
 # typer >= 0.2x vendors click; take its exception classes from typer itself so both work.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -45,8 +49,17 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
+def _prestart(python: Path | None, quick: bool) -> None:
+    """Start the target interpreter's children now, before the heavy imports."""
+    from sparkops.probes.target_launch import prestart
+
+    prestart(str(python) if python else None, dict(os.environ), "quick" if quick else "full")
+
+
 def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
           budget: float | None = None) -> api.CollectOptions:
+    from sparkops import api
+
     budget = budget if budget is not None else float(api.knowledge().t("probes.budget_s"))
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
                               config_paths=tuple(config or [Path.cwd()]), offline=offline, budget_s=budget,
@@ -78,6 +91,11 @@ def preflight(
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> int:
     """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+    if facts is None:
+        _prestart(python, quick)
+    from sparkops import api
+    from sparkops.workload import merge
+
     wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
@@ -101,6 +119,9 @@ def collect(
     budget: BudgetOpt = None,
 ) -> int:
     """Collect this machine's facts into a replayable snapshot (secrets removed)."""
+    _prestart(python, quick)
+    from sparkops import api
+
     facts = api.collect(_opts(python, quick, config, offline, budget))
     if output is None:
         sys.stdout.write(facts.model_dump_json(indent=2) + "\n")
@@ -114,6 +135,8 @@ def collect(
 @app.command()
 def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) -> int:
     """Print a gotcha's symptom, cause, what is checked, and the fix."""
+    from sparkops import api
+
     try:
         g = api.explain(gotcha)
     except KeyError as exc:
@@ -127,6 +150,7 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
 @app.command()
 def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -> int:
     """Print the JSON Schema of the facts snapshot or of env-report.json."""
+    from sparkops.facts.model import Facts
     from sparkops.report.model import Report
 
     model = Facts if name is SchemaName.facts else Report

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakeenv import write_elf_so
+from sparkops.probes import elf
 from sparkops.probes.elf import (
     ELF_MAGIC,
     cuda_needs,
@@ -196,3 +197,36 @@ def test_toolkit_major_only_for_libraries_that_follow_the_toolkit(soname, major)
 @given(st.text(max_size=100))
 def test_toolkit_major_never_raises(soname):
     assert toolkit_major(soname) is None or toolkit_major(soname) >= 0
+
+
+def _pyelftools_reference(path: str) -> list[str] | None:
+    """DT_NEEDED as pyelftools reads it through the section table (None: not a dynamic ELF)."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        if f.read(4) != ELF_MAGIC:
+            return None
+        f.seek(0)
+        for section in ELFFile(f).iter_sections():
+            if isinstance(section, DynamicSection):
+                return [str(t.needed) for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+    return None
+
+
+def test_fast_program_header_reader_agrees_with_pyelftools_on_real_libraries():
+    """The struct fast path must read exactly what pyelftools reads, on real system libraries."""
+    paths = sorted(p for p in glob.glob("/usr/lib/*-linux-gnu/*.so*") + glob.glob("/lib/*-linux-gnu/*.so*")
+                   if os.path.isfile(p))[:150]
+    compared = 0
+    for p in paths:
+        ref = _pyelftools_reference(p)
+        if ref is None:
+            continue
+        with open(p, "rb") as f:
+            fast = elf._program_header_dynamic(f)
+        assert fast is not None, p
+        assert fast.needed == ref, p
+        compared += 1
+    if compared < 10:
+        pytest.skip(f"only {compared} system libraries to compare here")

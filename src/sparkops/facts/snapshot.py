@@ -15,11 +15,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from sparkops.errors import SnapshotError
 from sparkops.facts.model import FACTS_SCHEMA_VERSION, Facts
 
-
-class SnapshotError(Exception):
-    """The snapshot cannot be used (unreadable, not JSON, wrong schema)."""
+__all__ = ["SnapshotError", "write_atomic", "dump_model", "save_facts", "load_facts"]
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from sparkops import __version__
-from sparkops.facts.model import Facts, ProbeRecord
-from sparkops.facts.reading import Why
+if TYPE_CHECKING:  # this package stays light: target_launch starts children before pydantic loads
+    from sparkops.facts.model import Facts
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], obje
     interpreter, NVML) start before the rest is even imported. ``while_waiting`` runs on the
     calling thread meanwhile (the CLI uses it to import the checks while probes run).
     """
+    from sparkops import __version__
+    from sparkops.facts.model import Facts, ProbeRecord
+    from sparkops.facts.reading import Why
+
     opts = opts or CollectOptions()
     names = [n for n in PROBES if not opts.only or n in opts.only]
     results: dict[str, object] = {}

@@ -59,19 +59,63 @@ def which(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which(name, path=path)
 
 
-def run(
+class Pending:
+    """A child started now and judged later: its deadline counts from the start, not the wait."""
+
+    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen | None, error: str = "",
+                 stdin_text: str | None = None) -> None:
+        self.argv, self.proc, self.error, self.stdin_text = argv, proc, error, stdin_text
+        self.started = time.monotonic()
+        self._result: RunResult | None = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc)
+
+    def result(self, timeout: float) -> RunResult:
+        """Wait until ``timeout`` seconds after the start; kill the process group past that."""
+        if self._result is None:
+            self._result = self._wait(timeout)
+        return self._result
+
+    def _wait(self, timeout: float) -> RunResult:
+        argv, proc, start = self.argv, self.proc, self.started
+        if proc is None:
+            return RunResult(argv, False, None, "", "", self.error, 0.0)
+        remaining = max(0.0, timeout - (time.monotonic() - start))
+        try:
+            out_b, err_b = proc.communicate(
+                input=self.stdin_text.encode() if self.stdin_text is not None else None, timeout=remaining)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            try:
+                out_b, err_b = proc.communicate(timeout=2)
+            except (subprocess.TimeoutExpired, ValueError):
+                out_b, err_b = b"", b""
+            return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
+                             time.monotonic() - start)
+        duration = time.monotonic() - start
+        truncated = len(out_b) > MAX_OUTPUT_BYTES or len(err_b) > MAX_OUTPUT_BYTES
+        out, err = _dec(out_b), _dec(err_b)
+        rc = proc.returncode
+        if rc is not None and rc < 0:
+            return RunResult(argv, False, rc, out, err, "signal", duration, signal=-rc, truncated=truncated)
+        if rc != 0:
+            return RunResult(argv, False, rc, out, err, "nonzero_exit", duration, truncated=truncated)
+        return RunResult(argv, True, rc, out, err, "", duration, truncated=truncated)
+
+
+def spawn(
     argv: Sequence[str],
-    timeout: float,
     env: Mapping[str, str] | None = None,
     stdin_text: str | None = None,
     cwd: str | None = None,
-) -> RunResult:
-    """Run ``argv`` with a hard deadline; kill its whole process group when it is passed."""
+) -> Pending:
+    """Start ``argv`` (own process group, argv only) without waiting; never raises."""
     argv = tuple(str(a) for a in argv)
-    start = time.monotonic()
     exe = argv[0] if os.path.sep in argv[0] else which(argv[0], env)
     if not exe or not os.path.exists(exe):
-        return RunResult(argv, False, None, "", "", "not_found", 0.0)
+        return Pending(argv, None, "not_found")
     try:
         proc = subprocess.Popen(
             (exe, *argv[1:]),
@@ -83,27 +127,19 @@ def run(
             start_new_session=True,  # own process group: we can kill grandchildren too
         )
     except OSError as exc:
-        return RunResult(argv, False, None, "", "", f"exception: {exc}", time.monotonic() - start)
-    try:
-        out_b, err_b = proc.communicate(input=stdin_text.encode() if stdin_text is not None else None,
-                                        timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            out_b, err_b = proc.communicate(timeout=2)
-        except (subprocess.TimeoutExpired, ValueError):
-            out_b, err_b = b"", b""
-        return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
-                         time.monotonic() - start)
-    duration = time.monotonic() - start
-    truncated = len(out_b) > MAX_OUTPUT_BYTES or len(err_b) > MAX_OUTPUT_BYTES
-    out, err = _dec(out_b), _dec(err_b)
-    rc = proc.returncode
-    if rc is not None and rc < 0:
-        return RunResult(argv, False, rc, out, err, "signal", duration, signal=-rc, truncated=truncated)
-    if rc != 0:
-        return RunResult(argv, False, rc, out, err, "nonzero_exit", duration, truncated=truncated)
-    return RunResult(argv, True, rc, out, err, "", duration, truncated=truncated)
+        return Pending(argv, None, f"exception: {exc}")
+    return Pending(argv, proc, stdin_text=stdin_text)
+
+
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+    cwd: str | None = None,
+) -> RunResult:
+    """Run ``argv`` with a hard deadline; kill its whole process group when it is passed."""
+    return spawn(argv, env, stdin_text, cwd).result(timeout)
 
 
 def _dec(b: bytes | None) -> str:

@@ -16,35 +16,23 @@ import json
 import os
 import re
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from sparkops.facts.model import ExtensionNeeds, PythonEnvFacts, TargetEnvFacts, TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, missing
-from sparkops.probes import _run, elf
+from sparkops.probes import _run, elf, target_launch
 from sparkops.probes._target_script import RESULT_MARKER, STAGE_MARKER
 
 SECTION = "target"
-SCRIPT = Path(__file__).with_name("_target_script.py")
-
-# Distributions whose compiled modules decide whether the stack imports on CUDA 13 (canonical
-# names). torch last: its build is already known from version.py, the others are what G1 misses.
-INTEREST: tuple[str, ...] = (
-    "flash-attn", "flash-attn-3", "xformers", "bitsandbytes", "vllm", "sglang", "sgl-kernel",
-    "flashinfer-python", "triton", "pytorch-triton", "torchao", "apex", "transformer-engine",
-    "transformer-engine-torch", "transformer-engine-cu12", "transformer-engine-cu13", "unsloth",
-    "unsloth-zoo", "causal-conv1d", "mamba-ssm", "deepspeed", "liger-kernel", "auto-gptq",
-    "gptqmodel", "autoawq", "autoawq-kernels", "exllamav2", "llama-cpp-python", "cupy-cuda12x",
-    "cupy-cuda13x", "onnxruntime-gpu", "tensorrt", "tensorrt-llm", "torchvision", "torchaudio",
-    "torch",
-)
+SCRIPT = target_launch.SCRIPT
+INTEREST = target_launch.INTEREST
+choose_interpreter = target_launch.choose_interpreter
 _SO_NAME = re.compile(r"\.so(\.|$)")
 _WALK_MAX_DEPTH = 6
 
@@ -96,20 +84,6 @@ def collect(opts: Any) -> TargetEnvFacts:
                           limits=Limits.from_kb().within(float(getattr(opts, "budget_s", 0) or 0)))
 
 
-def choose_interpreter(python: str | None, env: Mapping[str, str]) -> tuple[str, str]:
-    """(interpreter, why it was chosen). Paths are kept as given: resolving a venv's symlink
-    would land in the base interpreter and lose the venv."""
-    if python:
-        python = os.path.expanduser(python)
-        if os.sep not in python:
-            return (_run.which(python, env) or python), "--python"
-        return python, "--python"
-    found = _run.which("python3", env)
-    if found:
-        return found, "python3 on PATH"
-    return sys.executable, "the tool's own interpreter"
-
-
 def inspect_target(
     python: str | None,
     env: Mapping[str, str],
@@ -149,7 +123,7 @@ def inspect_target(
 # --------------------------------------------------------------------------- quick depth
 def run_quick(exe: str, env: Mapping[str, str], limits: Limits) -> TargetEnvFacts:
     """One child lists the environment; this process reads torch's version.py text and ELF needs."""
-    res = _run.run([exe, str(SCRIPT), "quick", json.dumps(list(INTEREST))], timeout=limits.quick_timeout_s, env=env)
+    res = target_launch.start(target_launch.argv_for(exe, "quick"), env).result(limits.quick_timeout_s)
     payload, problem = parse_result(res.stdout)
     if payload is None or payload.get("mode") != "quick" or "error" in payload:
         why = Why.timeout if res.error == "timeout" else Why.error
@@ -323,7 +297,7 @@ def _str_list(x: object) -> list[str]:
 # --------------------------------------------------------------------------- full depth
 def run_live(exe: str, env: Mapping[str, str], timeout_s: float) -> TorchLive:
     """Import torch in the target interpreter, bounded; every way it can go wrong is a TorchLive."""
-    res = _run.run([exe, str(SCRIPT), "live"], timeout=timeout_s, env=env)
+    res = target_launch.start(target_launch.argv_for(exe, "live"), env).result(timeout_s)
     return live_from_result(res, timeout_s)
 
 
