@@ -63,6 +63,14 @@ def test_d_state_process_warns():
     assert f.status is Status.warn and "uninterruptible" in f.summary and "7001" in f.summary
 
 
+def test_small_d_state_process_does_not_contend():
+    """A 0.2 GiB python stuck in D (seen live on the H200 during a pip install) is no G6 neighbour."""
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    small = {"pid": 429, "name": "python3", "kind": "other", "state": "disk-sleep", "rss_bytes": GIB // 5}
+    f = run_check("G6", patch(base, {"processes.processes": [small]}))
+    assert f.status is Status.passed, f.summary
+
+
 def test_server_without_gpu_context_yet_is_judged_by_its_cap():
     base = load_facts_fixture("gb10_ngc_2509_healthy")
     sg = {"pid": 8100, "name": "python3", "kind": "sglang", "cmdline": "python3 -m sglang.launch_server --model x",

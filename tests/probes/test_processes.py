@@ -193,3 +193,37 @@ def test_live_scan_finds_a_real_vllm_looking_process(tmp_path: Path):
 def test_unavailable_section():
     f = processes.unavailable(Why.timeout, "late")
     assert isinstance(f.processes, Unavailable) and f.processes.unavailable == Why.timeout
+
+
+def _proc(pid, state, kind="other", rss=0):
+    from sparkops.facts.model import HostProcess
+
+    return HostProcess(pid=pid, name=f"p{pid}", kind=kind, state=state, rss_bytes=rss)
+
+
+def test_disk_sleep_is_only_stuck_if_it_lasts():
+    from sparkops.facts.model import ProcessFacts
+    from sparkops.probes.processes import recheck_disk_sleep
+
+    gib = 1024**3
+    facts = ProcessFacts(processes=[
+        _proc(1, "disk-sleep"),                       # small, left D: dropped (momentary I/O)
+        _proc(2, "disk-sleep", rss=10 * gib),        # heavy, left D: kept, state updated
+        _proc(3, "disk-sleep", kind="vllm"),         # a server, still D: kept as stuck
+        _proc(4, "running", kind="vllm"),
+    ], scanned=4)
+    now = {1: "sleeping", 2: "running", 3: "disk-sleep"}
+    slept = []
+    out = recheck_disk_sleep(facts, 0.3, now.get, heavy_bytes=4 * gib, sleep=slept.append)
+    assert slept == [0.3]
+    assert [(p.pid, p.state) for p in out.processes] == [(2, "running"), (3, "disk-sleep"), (4, "running")]
+
+
+def test_no_disk_sleep_means_no_wait():
+    from sparkops.facts.model import ProcessFacts
+    from sparkops.probes.processes import recheck_disk_sleep
+
+    slept = []
+    facts = ProcessFacts(processes=[_proc(4, "running", kind="vllm")])
+    assert recheck_disk_sleep(facts, 0.3, lambda pid: None, 1, sleep=slept.append) == facts
+    assert slept == []

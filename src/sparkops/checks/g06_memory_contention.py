@@ -143,8 +143,9 @@ def check(ctx: CheckContext) -> Finding:
             warns.append(f"{n.label()} holds {n.mem()}{pool_txt} with no cap")
         elif n.mem_bytes:
             notes.append(f"small neighbour {n.label()}: {n.mem()}")
+    dstate_min = float(ctx.kb.t("g6.dstate_min_gb")) * GIB
     for hp in host.values():
-        if hp.state in ("disk-sleep", "D"):
+        if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or hp.kind != "other"):
             warns.append(f"{hp.name} (pid {hp.pid}) in uninterruptible sleep (D), holding "
                          f"{hp.rss_bytes / GIB:.1f} GiB RSS")
     if not known(table):

@@ -265,9 +265,40 @@ def collect(opts) -> ProcessFacts:
     attrs = ["pid", "ppid", "name", "cmdline", "status", "memory_info"]
     try:
         infos = (p.info for p in psutil.process_iter(attrs, ad_value=None))
-        return scan(infos, os.getpid(), heavy, kb.t("g6.default_caps"), deadline)
+        facts = scan(infos, os.getpid(), heavy, kb.t("g6.default_caps"), deadline)
     except (psutil.Error, OSError) as exc:
         return unavailable(Why.error, f"process scan failed: {exc}")
+    return recheck_disk_sleep(facts, float(kb.t("g6.dstate_recheck_s")), _status_of, heavy)
+
+
+def _status_of(pid: int) -> str | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status()
+    except (psutil.Error, OSError):
+        return None
+
+
+def recheck_disk_sleep(facts: ProcessFacts, wait_s: float, status_of, heavy_bytes: int,  # noqa: ANN001
+                       sleep=time.sleep) -> ProcessFacts:  # noqa: ANN001
+    """A process caught in D state may just be waiting on a disk read. Look again after ``wait_s``:
+    only one still in D is recorded as stuck; one that only made the list for its D state and has
+    left it is dropped."""
+    procs = facts.processes
+    if not isinstance(procs, list) or not any(p.state == "disk-sleep" for p in procs):
+        return facts
+    sleep(wait_s)
+    kept: list[HostProcess] = []
+    for p in procs:
+        if p.state == "disk-sleep":
+            now = status_of(p.pid)
+            if now != "disk-sleep":
+                if p.kind == "other" and p.rss_bytes <= heavy_bytes:
+                    continue
+                p = p.model_copy(update={"state": now or "gone"})
+        kept.append(p)
+    return facts.model_copy(update={"processes": kept})
 
 
 def unavailable(why: Why, detail: str) -> ProcessFacts:
