@@ -116,3 +116,11 @@ def test_any_meminfo_gives_exactly_one_finding(mi, peak):
     facts = patch(load_facts_fixture("gb10_ngc_2509_healthy"), {"memory.meminfo_bytes": mi})
     f = run_check("G3", facts, Workload(estimated_peak_gb=peak))
     assert f.gotcha == "G3" and f.summary
+
+
+def test_workload_without_a_peak_says_its_fit_was_not_tested():
+    from sparkops.workload import parse_workload
+
+    f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), parse_workload("qlora 70b seq 8192"))
+    assert f.status is Status.info
+    assert "fit was not tested" in f.summary

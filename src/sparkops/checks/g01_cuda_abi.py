@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import signal
 
+from sparkops.checks import gpu_visibility
 from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
 from sparkops.facts.model import TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, known
@@ -20,10 +21,9 @@ from sparkops.facts.reading import Unavailable, Why, known
 GID = "G1"
 
 TRIAGE_FIX = (
-    "Run the GPU-visibility triage in order (`spark-ops triage gpu`): container flags "
-    "`--runtime=nvidia --gpus all`, CUDA_VISIBLE_DEVICES, /dev/nvidia* permissions, a wedged CUDA "
-    "context (retry from a fresh shell); reinstall torch only when torch.version.cuda is not the "
-    "driver's CUDA major."
+    "Work the GPU-visibility triage in order: container flags `--runtime=nvidia --gpus all`, "
+    "CUDA_VISIBLE_DEVICES, /dev/nvidia* permissions, a wedged CUDA context (retry from a fresh shell); "
+    "reinstall torch only when torch.version.cuda is not the driver's CUDA major."
 )
 LEFTOVER_FIX = (
     "Remove the leftovers: `pip uninstall` the nvidia-*-cu12 wheels and drop the stale libcudart.so.12 "
@@ -178,9 +178,12 @@ def check(ctx: CheckContext) -> Finding:
             notes.append("the driver's CUDA version was not read, so torch's CUDA major was not compared with it")
 
     # -- torch imports but sees no GPU although the host has one: the triage, not a reinstall
+    triage_fix = TRIAGE_FIX
     if tl is not None and tl.import_ok and gpu_host and tl.cuda_available is False and cuda_major:
         err = f" ({tl.cuda_error})" if tl.cuda_error else ""
-        fails.append(f"torch {version} imports but torch.cuda.is_available() is False{err}")
+        tri = gpu_visibility.triage(facts)
+        fails.append(f"torch {version} imports but torch.cuda.is_available() is False{err}; {tri.summary()}")
+        triage_fix = tri.fix() or TRIAGE_FIX
 
     # -- arch list against the device
     cap = _capability(ctx)
@@ -242,7 +245,7 @@ def check(ctx: CheckContext) -> Finding:
     if fails:
         summary = fails[0] + (f" (+{len(fails) - 1} more)" if len(fails) > 1 else "")
         detail = "; ".join(fails[1:] + [w for w, _ in warns])
-        kw = {} if abi_fail else {"fix": TRIAGE_FIX}
+        kw = {} if abi_fail else {"fix": triage_fix}
         return ctx.finding(GID, Status.fail, summary, detail=detail, evidence=evidence,
                            notes=notes + unknowns, **kw)
     if torch_missing:

@@ -112,6 +112,9 @@ def _discrete(ctx: CheckContext, evidence: list[Evidence]) -> Finding:
 
 def _judge(ctx: CheckContext, reading: str, fails: list[str], warns: list[str], notes: list[str],
            evidence: list[Evidence]) -> Finding:
+    w = ctx.workload
+    if w.estimated_peak_gb is None and (w.method or w.params_b or w.model):
+        reading += "; the workload's fit was not tested (no peak estimate: give --peak-gb)"
     if fails:
         return ctx.finding(GID, Status.fail, "; ".join(fails), detail=reading + ("; " + "; ".join(warns) if warns else ""),
                            evidence=evidence, notes=notes)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkops.checks import gpu_visibility
 from sparkops.checks.base import Evidence, Finding, Status, ev
 from sparkops.facts.model import Facts, GpuDevice
 from sparkops.facts.reading import Unavailable, Why, known
@@ -89,12 +90,16 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
     if ident.platform == "none":
         why = facts.gpu.nvml_error or "NVML not usable"
         smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"
+        tri = gpu_visibility.triage(facts)
+        evidence.append(ev("host.dev_nvidia", facts.host.dev_nvidia))
+        evidence.append(ev("host.container.markers", facts.host.container.markers))
         return Finding(gotcha="identity", status=Status.fail,
-                       summary=f"no NVIDIA GPU visible ({why}; {smi})",
-                       detail="Nothing can run on the GPU. Run the GPU-visibility triage "
-                              "(`spark-ops triage gpu`): runtime flags, CUDA_VISIBLE_DEVICES, "
-                              "/dev/nvidia* permissions, a wedged CUDA context, then the torch build.",
-                       evidence=evidence, fix=kb.gotcha("identity").fix)
+                       summary=f"no NVIDIA GPU visible — {tri.summary()}",
+                       detail=f"NVML: {why}; nvidia-smi: {smi}. Triage ruled out "
+                              f"{', '.join(f'#{n}' for n in tri.ruled_out) or 'nothing'}"
+                              + (f"; could not check {', '.join(f'#{n}' for n in tri.not_checked)}"
+                                 if tri.not_checked else ""),
+                       evidence=evidence, fix=tri.fix() or kb.gotcha("identity").fix)
     cap = f"({ident.capability[0]}, {ident.capability[1]})" if ident.capability else "unknown capability"
     arch = facts.host.arch if known(facts.host.arch) else "unknown arch"
     mem = {True: "unified memory", False: "discrete memory", None: "memory kind unknown"}[ident.unified_memory]
