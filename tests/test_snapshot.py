@@ -62,3 +62,33 @@ def test_bad_snapshots_are_refused_with_a_reason(tmp_path, content, msg):
 def test_missing_snapshot(tmp_path):
     with pytest.raises(SnapshotError, match="cannot read"):
         load_facts(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize("path", ["host.dev_nvidia", "memory.meminfo_bytes", "cuda_libs.ldconfig",
+                                  "target.distributions"])
+def test_unavailable_mapping_readings_survive_a_replay(tmp_path, path):
+    """A missing mapping reading must not come back as a two-key mapping (pydantic's smart union)."""
+    section, field = path.split(".")
+    facts = Facts()
+    setattr(getattr(facts, section), field, missing(Why.error, "permission denied"))
+    p = tmp_path / "f.json"
+    save_facts(facts, p)
+    back = getattr(getattr(load_facts(p), section), field)
+    assert isinstance(back, Unavailable) and back.unavailable is Why.error
+
+
+def test_real_mapping_readings_survive_a_replay(tmp_path):
+    facts = Facts()
+    facts.target.distributions = {"torch": "2.11.0+cu130", "unavailable": "1.0"}
+    p = tmp_path / "f.json"
+    save_facts(facts, p)
+    assert load_facts(p).target.distributions == {"torch": "2.11.0+cu130", "unavailable": "1.0"}
+
+
+def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "env-report.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "env-report.json").stat().st_mode & 0o777 == 0o644

@@ -1,5 +1,6 @@
 """The free-text workload parser: what users type, and that nothing crashes it."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,3 +50,28 @@ def test_empty():
 def test_parser_never_raises(text):
     w = parse_workload(text)
     assert w.text == text.strip()
+
+
+
+@pytest.mark.parametrize("text,field,value", [
+    ("vllm serve Qwen3-32B --tensor-parallel-size 2", "tensor_parallel", 2),
+    ("vllm serve Qwen3-32B --tensor-parallel-size=2", "tensor_parallel", 2),
+    ("sglang -tp 2", "tensor_parallel", 2),
+    ("lora Llama-3.1-70B-Instruct", "params_b", 70.0),
+    ("lora qwen2.5-72b-instruct", "params_b", 72.0),
+    ("full mixtral-8x7b", "params_b", 56.0),
+    ("lora meta-llama/Llama-3.1-8B", "params_b", 8.0),
+    ("inference gpt-oss-120b", "params_b", 120.0),
+    ("lora 8b batch size 8", "batch_size", 8),
+    ("ddp on a 2-node cluster", "nodes", 2),
+    ("fsdp 2x spark", "nodes", 2),
+    ("vllm --max-model-len 32768", "seq_len", 32768),
+])
+def test_realistic_spellings(text, field, value):
+    assert getattr(parse_workload(text), field) == value
+
+
+def test_flag_spellings_are_normalised_like_text():
+    assert merge(None, precision="NVFP4").precision == "nvfp4"
+    assert merge(None, precision="fp4").precision == "nvfp4"
+    assert merge(None, method="QLoRA").method == "qlora"

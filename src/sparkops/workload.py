@@ -48,13 +48,26 @@ class Workload(BaseModel):
 
 
 _NUM = r"(\d+(?:\.\d+)?)"
+_SIZE = re.compile(r"(?<![a-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?![a-z0-9])")  # 70b, 8x7b, in a name too
+TP_KEYS = ("tp", "tensor_parallel", "tensor-parallel", "tensor_parallel_size", "tensor-parallel-size",
+           "tensor_model_parallel_size", "tensor-model-parallel-size", "tp_size", "tp-size")
+NODE_WORDS = ("nodes", "node", "sparks", "spark", "machines", "machine", "hosts")
+
+
+def _size_b(tok: str) -> float | None:
+    """Billions of parameters in a token: ``70b``, ``8x7b`` (56), ``llama-3.1-70b-instruct`` (70)."""
+    m = _SIZE.search(tok)
+    if not m:
+        return None
+    return float(m.group(2)) * (float(m.group(1)) if m.group(1) else 1.0)
 
 
 def parse_workload(text: str) -> Workload:
-    """Parse a free-text workload description; never raises."""
+    """Parse a free-text workload description (or a pasted launch line); never raises."""
     w = Workload(text=text.strip())
-    low = text.lower()
-    tokens = re.findall(r"[a-z0-9_.\-/]+", low)
+    low = text.lower().replace("=", " ")
+    tokens = [t.lstrip("-") for t in re.findall(r"[a-z0-9_.\-/]+", low)]
+    tokens = [t for t in tokens if t]
     used: set[int] = set()
 
     def take(i: int, n: int = 1) -> None:
@@ -62,37 +75,43 @@ def parse_workload(text: str) -> Workload:
 
     for i, tok in enumerate(tokens):
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        nxt2 = tokens[i + 2] if i + 2 < len(tokens) else ""
         if tok in METHODS and w.method is None:
             w.method = METHODS[tok]
             take(i)
         elif tok in PRECISIONS and w.precision is None:
             w.precision = PRECISIONS[tok]
             take(i)
-        elif m := re.fullmatch(_NUM + r"b", tok):
-            w.params_b = float(m.group(1))
+        elif re.fullmatch(r"(\d+x)?" + _NUM + r"b", tok):  # 70b, 8x7b
+            w.params_b = _size_b(tok)
             take(i)
-        elif m := re.fullmatch(r"(\d+)x(\d+(?:\.\d+)?)b", tok):  # 8x7b
-            w.params_b = float(m.group(1)) * float(m.group(2))
-            take(i)
-        elif tok in ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length") and nxt.isdigit():
+        elif tok in ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length",
+                     "max-model-len", "max_model_len", "max-seq-len") and nxt.isdigit():
             w.seq_len = int(nxt)
             take(i, 2)
-        elif tok in ("bs", "batch", "batch_size", "micro_batch") and nxt.isdigit():
+        elif tok in ("bs", "batch", "batch_size", "batch-size", "micro_batch", "per_device_train_batch_size") \
+                and nxt.isdigit():
             w.batch_size = int(nxt)
             take(i, 2)
-        elif tok in ("tp", "tensor_parallel", "tensor-parallel", "tensor_parallel_size", "tp_size") and nxt.isdigit():
+        elif tok == "batch" and nxt == "size" and nxt2.isdigit():
+            w.batch_size = int(nxt2)
+            take(i, 3)
+        elif tok in TP_KEYS and nxt.isdigit():
             w.tensor_parallel = int(nxt)
             take(i, 2)
         elif m := re.fullmatch(r"tp(\d+)", tok):
             w.tensor_parallel = int(m.group(1))
             take(i)
-        elif tok.isdigit() and nxt in ("nodes", "node", "sparks", "spark", "machines"):
-            w.nodes = int(tok)
+        elif (tok.isdigit() or re.fullmatch(r"\d+x", tok)) and nxt in NODE_WORDS:  # 2 nodes, 2x spark
+            w.nodes = int(tok.rstrip("x"))
             take(i, 2)
-        elif tok in ("nodes", "nnodes", "num_nodes") and nxt.isdigit():
+        elif m := re.fullmatch(r"(\d+)-(?:" + "|".join(NODE_WORDS) + ")", tok):  # 2-node
+            w.nodes = int(m.group(1))
+            take(i)
+        elif tok in ("nodes", "nnodes", "num_nodes", "num-nodes", "num_machines") and nxt.isdigit():
             w.nodes = int(nxt)
             take(i, 2)
-        elif tok in ("two", "dual") and nxt in ("sparks", "nodes", "spark"):
+        elif tok in ("two", "dual") and nxt in NODE_WORDS:
             w.nodes = 2
             take(i, 2)
         elif tok in ("playbook",) and nxt:
@@ -103,12 +122,12 @@ def parse_workload(text: str) -> Workload:
             if comp not in w.components:
                 w.components.append(comp)
             take(i)
-        elif re.fullmatch(r"[a-z][a-z0-9.]*-[0-9.]+[a-z0-9.\-]*", tok) and w.model is None:
-            w.model = tok  # e.g. llama-3.1-70b
-            if m := re.search(r"(\d+(?:\.\d+)?)b$", tok):
-                w.params_b = w.params_b or float(m.group(1))
+        elif _size_b(tok) is not None and re.search(r"[a-z]{2}", tok) and w.model is None:
+            w.model = tok  # llama-3.1-70b-instruct, meta-llama/llama-3.1-8b, gpt-oss-120b, mixtral-8x7b
+            w.params_b = w.params_b or _size_b(tok)
             take(i)
-    filler = {"on", "with", "at", "of", "a", "the", "and", "for", "x", "in", "using", "model", "run", "train", "training", "fine-tune", "finetune"}
+    filler = {"on", "with", "at", "of", "a", "the", "and", "for", "x", "in", "using", "model", "run", "train",
+              "training", "fine-tune", "finetune", "size"}
     w.unparsed = [t for i, t in enumerate(tokens) if i not in used and t not in filler]
     return w
 
@@ -120,6 +139,10 @@ def merge(text: str | None = None, **flags: object) -> Workload:
     for k, v in flags.items():
         if v is None or v == []:
             continue
+        if k == "precision":  # flags get the same spellings as text: NVFP4, fp4 -> nvfp4
+            v = PRECISIONS.get(str(v).lower(), str(v).lower())
+        elif k == "method":
+            v = METHODS.get(str(v).lower(), str(v).lower())
         if k == "components":
             data[k] = sorted(set(data[k]) | set(v))  # type: ignore[arg-type]
         else:

@@ -19,11 +19,11 @@ EXPECTED: dict[str, tuple[str, str, dict[str, str]]] = {
         "G7": "pass", "G8": "pass", "G9": "pass", "G10": "pass"}),
     "gb10_bare_pip_cu128": ("dgx-spark", "blocked", {"G1": "fail", "G2": "pass", "G9": "warn"}),
     "gb10_page_cache": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "warn", "G6": "pass"}),
-    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "info", "G6": "warn", "G9": "unknown"}),
+    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "unknown", "G6": "warn", "G9": "unknown"}),
     "gb10_two_node_tp2": ("dgx-spark", "blocked", {"G8": "warn", "G9": "info", "G10": "fail"}),
     "gb10_torchao_013": ("dgx-spark", "blocked", {"G1": "pass", "G2": "warn", "G9": "fail"}),
     "h200_generic": ("nvidia", "ready-with-warnings", {
-        "identity": "info", "G1": "pass", "G3": "info", "G4": "info", "G5": "info", "G7": "info", "G8": "skip",
+        "identity": "info", "G1": "pass", "G3": "unknown", "G4": "info", "G5": "info", "G7": "info", "G8": "skip",
         "G10": "skip"}),
     "no_gpu": ("none", "blocked", {"identity": "fail", "G3": "skip", "G4": "skip", "G5": "skip", "G6": "skip",
                                    "G7": "skip"}),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sparkops.facts.model import Facts
 from sparkops.knowledge import Knowledge, Profile
@@ -51,6 +51,13 @@ class Finding(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     fix: str = ""  # imperative; empty on pass/info
     notes: list[str] = Field(default_factory=list)  # secondary observations (e.g. harmless warnings)
+
+    @field_validator("summary")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        """Error texts copied into a summary (tracebacks, torch's multi-line RuntimeErrors) would
+        break the one-line-per-result contract; collapse all whitespace runs to one space."""
+        return " ".join(v.split())
 
 
 @dataclass(frozen=True)

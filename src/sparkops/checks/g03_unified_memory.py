@@ -113,15 +113,20 @@ def _discrete(ctx: CheckContext, evidence: list[Evidence]) -> Finding:
 def _judge(ctx: CheckContext, reading: str, fails: list[str], warns: list[str], notes: list[str],
            evidence: list[Evidence]) -> Finding:
     w = ctx.workload
-    if w.estimated_peak_gb is None and (w.method or w.params_b or w.model):
-        reading += "; the workload's fit was not tested (no peak estimate: give --peak-gb)"
+    untested = w.estimated_peak_gb is None and bool(w.method or w.params_b or w.model)
+    if untested:
+        reading = ("the planned workload's fit was not tested (no peak estimate: give --peak-gb); "
+                   + reading)
     if fails:
         return ctx.finding(GID, Status.fail, "; ".join(fails), detail=reading + ("; " + "; ".join(warns) if warns else ""),
                            evidence=evidence, notes=notes)
     if warns:
         return ctx.finding(GID, Status.warn, warns[0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""),
                            detail="; ".join([reading, *warns[1:]]), evidence=evidence, notes=notes)
-    return ctx.finding(GID, Status.info, reading, evidence=evidence, notes=notes)
+    # a workload was named but its fit could not be judged: checked, undecided -> unknown, not info
+    return ctx.finding(GID, Status.unknown if untested else Status.info, reading, evidence=evidence, notes=notes,
+                       fix="Estimate the run's peak (weights + optimizer + activations + the ~2x load transient) "
+                           "and pass it with --peak-gb." if untested else "")
 
 
 def check(ctx: CheckContext) -> Finding:

@@ -68,10 +68,12 @@ def headroom_gb(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     mi = facts.memory.meminfo_bytes
     if ident.platform == "none":
         return None
-    if ident.unified_memory or ident.device is None:
+    if ident.unified_memory:
         if known(mi) and "MemAvailable" in mi:  # type: ignore[operator]
             return round(max(0.0, mi["MemAvailable"] / GIB - reserve), 1)  # type: ignore[index]
         return None
+    if ident.device is None:
+        return None  # a discrete GPU whose memory nobody read: host RAM is not its budget
     free = ident.device.memory_free_bytes
     if known(free):
         return round(free / GIB, 1)  # type: ignore[operator]

@@ -8,13 +8,19 @@ Bump ``FACTS_SCHEMA_VERSION`` on any incompatible change; readers refuse newer m
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.facts.reading import NOT_COLLECTED, Unavailable
 
 FACTS_SCHEMA_VERSION = 1
+
+_V = TypeVar("_V")
+# A mapping reading: Unavailable is tried first, so on replay ``{"unavailable": "error", ...}``
+# comes back as the missing reading it was, not as a two-key mapping (pydantic's smart union
+# would prefer the plain dict).
+MappingReading = Annotated[Unavailable | dict[str, _V], Field(union_mode="left_to_right")]
 
 
 class _Model(BaseModel):
@@ -64,7 +70,7 @@ class HostFacts(_Model):
         description="Environment variables the checks read (CUDA_VISIBLE_DEVICES, WORLD_SIZE, "
         "TRITON_PTXAS_PATH, TORCH_CUDA_ARCH_LIST, HF_*...), secrets removed.",
     )
-    dev_nvidia: dict[str, str] | Unavailable = NOT_COLLECTED  # "/dev/nvidia0" -> "rw" | "r" | "none"
+    dev_nvidia: MappingReading[str] = NOT_COLLECTED  # "/dev/nvidia0" -> "rw" | "r" | "none"
 
 
 # --------------------------------------------------------------------------- memory
@@ -85,7 +91,7 @@ class CgroupMemFacts(_Model):
 class MemoryFacts(_Model):
     """/proc/meminfo in bytes (keys as the kernel names them), PSI and the cgroup limit."""
 
-    meminfo_bytes: dict[str, int] | Unavailable = Field(
+    meminfo_bytes: MappingReading[int] = Field(
         default=NOT_COLLECTED,
         description="/proc/meminfo, kB lines converted to bytes under the kernel's names. Unitless "
         "lines (HugePages_Total/Free/Rsvd/Surp) are page counts, stored as '<name>_count'.",
@@ -146,7 +152,7 @@ class GpuFacts(_Model):
 
 # --------------------------------------------------------------------------- CUDA libraries
 class CudaLibFacts(_Model):
-    ldconfig: dict[str, list[str]] | Unavailable = NOT_COLLECTED  # soname -> paths, CUDA libs only
+    ldconfig: MappingReading[list[str]] = NOT_COLLECTED  # soname -> paths, CUDA libs only
     cudart13_load: bool | Unavailable = NOT_COLLECTED  # ctypes.CDLL("libcudart.so.13")
     cudart13_error: str = ""
     cudart_runtime_version: int | Unavailable = NOT_COLLECTED  # cudaRuntimeGetVersion, e.g. 13000
@@ -234,7 +240,7 @@ class TargetEnvFacts(_Model):
     chosen_because: str = ""  # "--python", "python3 on PATH", "the tool's own interpreter"
     python_version: str | Unavailable = NOT_COLLECTED
     env: PythonEnvFacts = Field(default_factory=PythonEnvFacts)
-    distributions: dict[str, str] | Unavailable = NOT_COLLECTED  # canonical name -> version
+    distributions: MappingReading[str] = NOT_COLLECTED  # canonical name -> version
     torch: TorchStatic | Unavailable = NOT_COLLECTED
     extensions: list[ExtensionNeeds] | Unavailable = NOT_COLLECTED
     extensions_truncated: bool = False
