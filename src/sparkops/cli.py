@@ -143,7 +143,7 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
         raise typer.BadParameter(str(exc.args[0]), param_hint="GOTCHA") from exc
     from sparkops.report.render import render_gotcha
 
-    sys.stdout.write(render_gotcha(g))
+    sys.stdout.write(render_gotcha(g, api.knowledge().matrix))
     return 0
 
 

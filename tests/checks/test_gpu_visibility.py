@@ -75,3 +75,14 @@ def test_identity_names_the_hypothesis_that_fired():
     ident = rep.findings[0]
     assert ident.status.value == "fail" and "triage #1" in ident.summary
     assert rep.blocking[0].fix.startswith("Restart the container")
+
+
+def test_a_gpu_probe_that_did_not_finish_is_not_read_as_no_gpu():
+    from sparkops import api
+    from sparkops.facts.model import ProbeRecord
+
+    f = load_facts_fixture("no_gpu")
+    f.probes["gpu"] = ProbeRecord(name="gpu", ok=False, reason="timeout: abandoned at the collection deadline")
+    rep = api.build_report(f)
+    ident = rep.findings[0]
+    assert ident.status.value == "unknown" and "did not finish" in ident.summary

@@ -142,3 +142,25 @@ def test_real_gpu_through_nvml():
     assert known(facts.cuda_driver_version)
     assert known(d.temperature_c) and known(d.power_draw_w)
     assert not isinstance(d.processes, Unavailable)
+
+
+def test_a_wedged_nvml_falls_back_to_nvidia_smi_in_bounded_time(monkeypatch):
+    """nvmlInit stuck in the driver must not stall the collection: past the NVML timeout the
+    nvidia-smi fallback runs and says why."""
+    import threading
+    import time as _time
+
+    from sparkops.probes import gpu
+
+    release = threading.Event()
+    monkeypatch.setattr(gpu, "from_nvml", lambda *a, **k: release.wait(30) and "late")
+    kb = gpu.knowledge.load()
+    th = dict(kb.thresholds)
+    th["probes"] = {**th["probes"], "nvml_timeout_s": 0.3}
+    monkeypatch.setattr(gpu.knowledge, "load", lambda: kb.model_copy(update={"thresholds": th}))
+    t0 = _time.monotonic()
+    facts = gpu.collect(CollectOptions(env={"PATH": "/nonexistent"}, budget_s=5.0), smi_timeout_s=1.0)
+    release.set()
+    assert _time.monotonic() - t0 < 3.0
+    assert "did not answer within 0.3 s" in facts.nvml_error
+    assert facts.source == "none"

@@ -269,4 +269,7 @@ def check(ctx: CheckContext) -> Finding:
         return ctx.finding(GID, Status.info, f"{built}; no NVIDIA GPU visible, so the build is not judged against "
                            "a driver (identity fails first)", evidence=evidence, notes=notes)
     driver = f"; driver supports CUDA {driver_cuda}" if driver_cuda else ""
-    return ctx.finding(GID, Status.passed, f"{built}{driver}", evidence=evidence, notes=notes)
+    # the spec wants the harmless (8.0)-(12.0) warning explained where the user reads, not only in notes
+    arch = next((n for n in notes if n.startswith(("torch's arch list ends at", "no SASS for"))), "")
+    return ctx.finding(GID, Status.passed, f"{built}{driver}" + (f"; {arch}" if arch else ""), evidence=evidence,
+                       notes=notes)

@@ -102,8 +102,11 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str
 
 
 def check(ctx: CheckContext) -> Finding:
-    if ctx.platform == "none" or not ctx.facts.gpu.devices:
+    if ctx.platform == "none":
         return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: no temperature, power or clock to read")
+    if not ctx.facts.gpu.devices:
+        return ctx.finding(GID, Status.skip, "the GPU's management interface (NVML, nvidia-smi) gave no readings: "
+                           f"{ctx.facts.gpu.nvml_error or ctx.facts.gpu.smi_error or 'no device listed'}")
     warns: list[str] = []
     notes: list[str] = []
     evidence: list[Evidence] = [ev("gpu.source", ctx.facts.gpu.source)]
@@ -112,7 +115,7 @@ def check(ctx: CheckContext) -> Finding:
         dev = ctx.facts.gpu.devices[0]
         return ctx.finding(GID, Status.skip, f"no thermal/power/clock reading from {ctx.facts.gpu.source} "
                            f"(temperature {dev.temperature_c}, power {dev.power_draw_w})", evidence=evidence)
-    notes.append("a snapshot cannot show throttling: judge 10–15 minutes of samples under load (`spark-ops watch`)")
+    notes.append("a snapshot cannot show throttling: judge 10–15 minutes of samples under a representative load")
     reading = "; ".join(readings)
     if warns:
         return ctx.finding(GID, Status.warn, warns[0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""),

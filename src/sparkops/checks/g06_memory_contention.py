@@ -172,5 +172,9 @@ def check(ctx: CheckContext) -> Finding:
                            detail="; ".join(warns[1:]), evidence=evidence, notes=notes)
     scanned = ctx.facts.processes.scanned
     seen = f"{len(neighbours)} GPU/server process(es)" + (f" among {scanned} scanned" if scanned else "")
+    if not gpu_lists:  # only the host table: a plain `python train.py` holding GPU memory is invisible there
+        return ctx.finding(GID, Status.unknown, f"no per-process GPU memory from {ctx.facts.gpu.source}: no known "
+                           f"server is heavy ({seen}), but a trainer holding GPU memory would not show",
+                           evidence=evidence, notes=notes)
     return ctx.finding(GID, Status.passed, f"no heavy neighbour: {seen}, {held / GIB:.1f} GiB held{pool_txt}",
                        evidence=evidence, notes=notes)

@@ -34,6 +34,8 @@ def check(ctx: CheckContext) -> Finding:
         return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: NVFP4 support not judged")
     ident = identity.identify(ctx.facts, ctx.kb)
     cap = ident.capability
+    if cap is None and ctx.profile is not None and ctx.profile.capability:
+        cap = tuple(ctx.profile.capability)  # the name identified the model; its profile knows the capability
     name = ident.gpu_name or "this GPU"
     evidence: list[Evidence] = [ev("capability", list(cap) if cap else None),
                                 ev("workload.precision", ctx.workload.precision)]

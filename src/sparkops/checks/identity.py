@@ -89,6 +89,15 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
         ev("gpu.driver_version", str(facts.gpu.driver_version)),
         ev("gpu.cuda_driver_version", str(facts.gpu.cuda_driver_version)),
     ]
+    rec = facts.probes.get("gpu")
+    if ident.platform == "none" and rec is not None and not rec.ok:
+        # the probe itself failed or overran: that is not evidence of "no GPU"
+        return Finding(gotcha="identity", status=Status.unknown,
+                       summary=f"platform unknown: the GPU probe did not finish ({rec.reason})",
+                       detail="NVML and the nvidia-smi fallback gave no answer in time; a wedged driver does "
+                              "this. Re-run; if it persists, check `nvidia-smi` by hand and the kernel log.",
+                       evidence=evidence, fix="Re-run `spark-ops preflight`; if the GPU probe keeps timing out, "
+                       "run `nvidia-smi` by hand and check `dmesg` for Xid errors, then reboot.")
     if ident.platform == "none":
         why = facts.gpu.nvml_error or "NVML not usable"
         smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"

@@ -6,6 +6,7 @@ read with a YAML safe loader and validated by pydantic, so a bad edit fails loud
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from functools import lru_cache
 from importlib import resources
@@ -99,10 +100,12 @@ class Knowledge(_Model):
         return node
 
     def profile_for(self, gpu_name: str) -> Profile | None:
-        low = gpu_name.lower()
+        """First profile with a pattern standing as a whole word in the name ("L4" is not "L40S",
+        "A10" is not "A100", "B200" is not "GB200")."""
         for p in self.profiles:
-            if any(pat.lower() in low for pat in p.name_patterns):
-                return p
+            for pat in p.name_patterns:
+                if re.search(r"(?<![A-Za-z0-9])" + re.escape(pat) + r"(?![A-Za-z0-9])", gpu_name, re.IGNORECASE):
+                    return p
         return None
 
 

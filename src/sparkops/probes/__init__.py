@@ -50,6 +50,16 @@ PROBES: dict[str, str] = {  # section -> module; the target interpreter first: i
 }
 
 
+def _unavailable(mod: ModuleType | None, why: object, detail: str) -> object | None:
+    """The module's own "could not collect" section, or None (defaults stay) if even that fails."""
+    if mod is None:
+        return None
+    try:
+        return mod.unavailable(why, detail)
+    except Exception:
+        return None
+
+
 def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], object] | None = None) -> Facts:
     """Run every probe concurrently within ``opts.budget_s`` and assemble one snapshot.
 
@@ -75,10 +85,12 @@ def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], obje
         try:
             mod = loaded[name] = importlib.import_module(PROBES[name])
             section = mod.collect(opts)
+            # a probe returning the wrong shape fails here, as its own error, not the whole snapshot
+            section = Facts.model_fields[name].annotation.model_validate(section.model_dump(warnings=False))
             record = ProbeRecord(name=name, ok=True, duration_s=round(time.monotonic() - t0, 3),
                                  source=getattr(section, "source", "") or "")
         except Exception as exc:  # a probe must never take the run down: record and go on
-            section = loaded[name].unavailable(Why.error, f"{type(exc).__name__}: {exc}") if name in loaded else None
+            section = _unavailable(loaded.get(name), Why.error, f"{type(exc).__name__}: {exc}")
             record = ProbeRecord(name=name, ok=False, duration_s=round(time.monotonic() - t0, 3),
                                  reason=f"{type(exc).__name__}: {exc}"[:300])
         with lock:
@@ -99,9 +111,10 @@ def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], obje
             if name in records:
                 continue
             abandoned.add(name)
-            if name in loaded:
-                results[name] = loaded[name].unavailable(
-                    Why.timeout, f"probe still running after the {opts.budget_s:g} s budget")
+            late = _unavailable(loaded.get(name), Why.timeout,
+                                f"probe still running after the {opts.budget_s:g} s budget")
+            if late is not None:
+                results[name] = late
             records[name] = ProbeRecord(name=name, ok=False, duration_s=round(time.monotonic() - started, 3),
                                         reason="timeout: abandoned at the collection deadline")
     facts = Facts(tool_version=__version__, collected_at=datetime.now(timezone.utc), depth=opts.depth)  # noqa: UP017

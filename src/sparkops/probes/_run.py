@@ -87,13 +87,16 @@ class Pending:
             out_b, err_b = proc.communicate(
                 input=self.stdin_text.encode() if self.stdin_text is not None else None, timeout=remaining)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            finished = proc.poll() is not None  # it ended before we came to collect it: not a timeout
+            if not finished:
+                _kill_group(proc)
             try:
                 out_b, err_b = proc.communicate(timeout=2)
             except (subprocess.TimeoutExpired, ValueError):
                 out_b, err_b = b"", b""
-            return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
-                             time.monotonic() - start)
+            if not finished:
+                return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
+                                 time.monotonic() - start)
         duration = time.monotonic() - start
         truncated = len(out_b) > MAX_OUTPUT_BYTES or len(err_b) > MAX_OUTPUT_BYTES
         out, err = _dec(out_b), _dec(err_b)

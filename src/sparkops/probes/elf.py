@@ -100,7 +100,7 @@ def needed_libraries(path: str | os.PathLike[str]) -> list[str]:
 def dynamic_info(path: str | os.PathLike[str]) -> DynamicInfo:
     """DT_NEEDED and the library search path of an ELF file; empty when it cannot be read as ELF.
 
-    The section table is tried first; files stripped of it are read through PT_DYNAMIC.
+    PT_DYNAMIC is read first (fast, what the loader uses); pyelftools reads the rest.
     """
     try:
         with open(path, "rb") as f:
@@ -210,8 +210,11 @@ def _program_header_dynamic(f) -> DynamicInfo | None:  # noqa: ANN001 - a binary
             raise ValueError("unterminated string in DT_STRTAB")
         return chunk[:nul].decode("utf-8", errors="replace")
 
-    needed = [string(v) for v in needed_at]
-    paths = [p for v in (runpath_at or rpath_at) for p in string(v).split(":") if p]
+    try:
+        needed = [string(v) for v in needed_at]
+        paths = [p for v in (runpath_at or rpath_at) for p in string(v).split(":") if p]
+    except ValueError:
+        return None  # odd string table: let pyelftools try
     return DynamicInfo(needed, paths)
 
 

@@ -13,6 +13,7 @@ pynvml stand-in.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -71,6 +72,19 @@ def from_nvml(nv: ModuleType | None, window_s: float, sleep: Callable[[float], N
         return f"NVML read failed: {type(exc).__name__}: {exc}"
 
 
+def _bounded(read: Callable[[], GpuFacts | str], timeout_s: float) -> GpuFacts | str:
+    """Run an NVML read in a daemon thread: a wedged driver can block nvmlInit forever in C, where
+    no Python timeout reaches. Past ``timeout_s`` the thread is abandoned and nvidia-smi (a killable
+    child process) gets its turn."""
+    box: list[GpuFacts | str] = []
+    worker = threading.Thread(target=lambda: box.append(read()), name="nvml-read", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not box:
+        return f"NVML did not answer within {timeout_s:g} s (driver busy or wedged); thread abandoned"
+    return box[0]
+
+
 def _with_end(dev: GpuDevice, end: dict[str, int], elapsed: float) -> GpuDevice:
     if not end:
         return dev
@@ -87,15 +101,17 @@ def collect(
 ) -> GpuFacts:
     """The ``gpu`` section. Never raises; each fallback says why it was needed."""
     window = max(0.0, float(opts.counter_window_s))
+    kb = knowledge.load()
+    started = time.monotonic()
     if _nvml_wanted(opts, use_nvml):
-        got = from_nvml(nvml_module, window, sleep)
+        got = _bounded(lambda: from_nvml(nvml_module, window, sleep), float(kb.t("probes.nvml_timeout_s")))
         if isinstance(got, GpuFacts):
             return got
         nvml_error = got
     else:
         nvml_error = f"NVML not tried: {NO_NVML_ENV} is set" if use_nvml is None else "NVML not tried (use_nvml=False)"
-    kb = knowledge.load()
     timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.t("probes.subprocess_timeout_s"))
-    budget = max(timeout, min(float(kb.t("probes.budget_s")), float(opts.budget_s)) - 1.0)
+    left = min(float(kb.t("probes.budget_s")), float(opts.budget_s)) - (time.monotonic() - started) - 1.0
+    budget = max(timeout, left)
     facts = nvidia_smi.collect(opts.env, timeout_s=timeout, budget_s=budget, counter_window_s=window, sleep=sleep)
     return facts.model_copy(update={"nvml_error": nvml_error[:500]})

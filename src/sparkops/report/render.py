@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkops.checks.base import Finding, Status
-from sparkops.knowledge import Gotcha
+from sparkops.knowledge import Gotcha, StackMatrix
 from sparkops.report.model import Report
 
 STYLE = {
@@ -43,18 +43,18 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     if report.headroom_gb is not None:
         head.append(f" · headroom {report.headroom_gb:g} GB")
     con.print(head)
-    con.print(Text(f"{report.identity.note}", style="dim"))
-    if report.target_python:
-        con.print(Text(f"target python: {report.target_python} ({report.depth})", style="dim"))
-    if not report.workload.empty:
-        con.print(Text(f"workload: {_workload_line(report)}", style="dim"))
-    if report.blocking:
-        con.print()
+    if report.blocking:  # when blocked, the fixes come first (shared/spec/gotchas.md, Verdict)
         con.print(Text("Blocking — fix these first:", style="bold red"))
         for b in report.blocking:
             con.print(Text(f"  {b.gotcha}: {b.summary}", style="red"))
             if b.fix:
                 con.print(Text(f"     fix: {b.fix}"))
+        con.print()
+    con.print(Text(f"{report.identity.note}", style="dim"))
+    if report.target_python:
+        con.print(Text(f"target python: {report.target_python} ({report.depth})", style="dim"))
+    if not report.workload.empty:
+        con.print(Text(f"workload: {_workload_line(report)}", style="dim"))
     con.print()
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     table.add_column("check", no_wrap=True)
@@ -86,10 +86,17 @@ def _workload_line(report: Report) -> str:
     return s
 
 
-def render_gotcha(g: Gotcha) -> str:
-    """``spark-ops explain G3``: the catalog entry in ruff's rule-doc sections."""
+def render_gotcha(g: Gotcha, matrix: StackMatrix | None = None) -> str:
+    """``spark-ops explain G3``: the catalog entry in ruff's rule-doc sections (G9 adds the
+    dated bare-pip sequence from the stack matrix)."""
     out = [f"{g.id} — {g.title}", "", "Symptom", f"  {g.symptom}", "", "Cause", f"  {g.cause}",
            "", "What is checked", f"  {g.check}", "", "Fix", f"  {g.fix}"]
+    if g.id == "G9" and matrix is not None:
+        out += ["", f"Bare-pip sequence (stack matrix v{matrix.version}, last verified "
+                    f"{matrix.last_verified.isoformat()}; order and flags are load-bearing)"]
+        out += [f"  {line}" for line in matrix.bare_pip_sequence]
+        out += ["  then verify: python -c \"import torch; print(torch.cuda.is_available(), torch.version.cuda)\""
+                "  (expect: True 13.0)"]
     if g.known_problems:
         out += ["", "Known problems", f"  {g.known_problems}"]
     if g.references:

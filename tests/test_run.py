@@ -1,0 +1,44 @@
+"""The bounded runner: deadlines count from the start, finished children are never "timeouts"."""
+
+import sys
+import time
+
+from sparkops.probes import _run
+
+
+def test_a_child_that_finished_before_we_looked_is_not_a_timeout():
+    pending = _run.spawn([sys.executable, "-c", "print('done')"])
+    time.sleep(1.0)
+    res = pending.result(0.5)  # deadline already past when we collect
+    assert res.ok and res.error == "" and res.stdout.strip() == "done"
+
+
+def test_a_hung_child_is_killed_at_its_deadline_counted_from_spawn():
+    pending = _run.spawn([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    res = pending.result(0.8)
+    assert res.error == "timeout" and not res.ok
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_missing_program_and_signal_death():
+    assert _run.run(["/nonexistent/tool"], 1).error == "not_found"
+    res = _run.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
+    assert res.error == "signal" and res.signal == 11 and "SIGSEGV" in res.describe()
+
+
+def test_a_probe_returning_the_wrong_shape_is_recorded_not_raised(monkeypatch):
+    import types
+
+    from sparkops import probes
+    from sparkops.facts.model import MemoryFacts
+
+    bad = types.ModuleType("bad_probe")
+    bad.SECTION = "memory"
+    bad.collect = lambda opts: MemoryFacts.model_construct(meminfo_bytes="not a mapping")
+    bad.unavailable = lambda why, detail: MemoryFacts()
+    monkeypatch.setitem(sys.modules, "bad_probe", bad)
+    monkeypatch.setitem(probes.PROBES, "memory", "bad_probe")
+    facts = probes.collect(probes.CollectOptions(only=("memory",), budget_s=5))
+    assert facts.probes["memory"].ok is False and "ValidationError" in facts.probes["memory"].reason
