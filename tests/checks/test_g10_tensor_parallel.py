@@ -90,3 +90,19 @@ def test_tp1_is_not_tensor_parallel():
 def test_value_parser_never_crashes(text):
     v = g10._int(text)
     assert v is None or v >= 0
+
+
+def test_tp_within_a_node_but_node_count_from_a_variable_warns():
+    base = load_facts_fixture("h200_generic")
+    hits = [{"file": "/w/launch.sh", "line": 3, "key": "--tensor-parallel-size", "value": "1",
+             "kind": "tensor_parallel"},
+            {"file": "/w/launch.sh", "line": 2, "key": "--nnodes", "value": "$NNODES", "kind": "nodes"}]
+    gpus = [load_facts_fixture("h200_generic").gpu.devices[0].model_dump()] * 2
+    for i, g in enumerate(gpus):
+        gpus[i] = {**g, "index": i}
+    f = patch(base, {"configs.scanned": True, "configs.hits": hits, "gpu.devices": gpus})
+    assert run_check("G10", f).status is Status.passed  # TP 1: nothing to span
+    hits[0]["value"] = "2"
+    f = patch(base, {"configs.scanned": True, "configs.hits": hits, "gpu.devices": gpus})
+    r = run_check("G10", f)
+    assert r.status is Status.warn and "$NNODES" in r.summary

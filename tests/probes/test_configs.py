@@ -8,24 +8,32 @@ import pickle
 import pwd
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
+from build_fixtures import patch, run_check
+from conftest import FIXTURES, load_facts_fixture
+from sparkops.checks.base import Status
 from sparkops.facts.model import ConfigScanFacts
 from sparkops.facts.reading import Why
 from sparkops.probes import CollectOptions, configs
 from sparkops.probes.configs import (
     Limits,
+    WalkLimit,
     file_kind,
+    find_line,
+    hits_in_file,
     parse_structured,
     scan_paths,
     scan_text,
     walk_structured,
+    walk_yaml,
 )
 
 WORKLOAD = FIXTURES / "raw" / "configs" / "workload"
@@ -226,11 +234,88 @@ def test_time_budget_truncates(tmp_path):
     assert f.truncated and any("time budget" in n for n in f.notes)
 
 
-def test_symlinked_directories_are_not_followed(tmp_path):
+# --------------------------------------------------------------------------- symlinks
+def test_symlinked_config_directory_is_followed(tmp_path):
+    outside = tmp_path / "shared" / "serving"
+    _write(outside / "engine.yaml", "model: big\ntensor_parallel_size: 2\n")
+    root = tmp_path / "work"
+    _write(root / "run.sh", "vllm serve big --config configs/engine.yaml\n")
+    (root / "configs").symlink_to(outside, target_is_directory=True)
+    f = scan_paths([root], limits())
+    assert [(h.file, h.line, h.value) for h in f.hits] == [(str(root / "configs" / "engine.yaml"), 2, "2")]
+    assert f.files_read == 2 and not f.truncated and f.unreadable == []
+
+
+def test_symlink_loop_terminates_and_is_reported(tmp_path):
     _write(tmp_path / "real" / "x.sh", "--tp 2\n")
-    (tmp_path / "real" / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "real" / "loop").symlink_to(tmp_path, target_is_directory=True)  # back to the root
+    (tmp_path / "real" / "self").symlink_to(tmp_path / "real" / "self")  # ELOOP
+    (tmp_path / "up").symlink_to(tmp_path.parent, target_is_directory=True)  # above the root
     f = scan_paths([tmp_path], limits())
-    assert len(f.hits) == 1 and not f.truncated
+    assert [(h.file, h.value) for h in f.hits] == [(str(tmp_path / "real" / "x.sh"), "2")]
+    assert not f.truncated and f.unreadable == []  # a loop holds nothing that was not scanned
+    notes = " | ".join(f.notes)
+    assert f"{tmp_path / 'real' / 'loop'}: symlink loop" in notes
+    assert f"{tmp_path / 'real' / 'self'}: symlink loop" in notes
+    assert f"{tmp_path / 'up'}: symlink loop" in notes
+
+
+def test_mutual_symlinks_terminate(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write(a / "x.sh", "--tp 2\n")
+    _write(b / "y.sh", "--nnodes 2\n")
+    (a / "to_b").symlink_to(b, target_is_directory=True)
+    (b / "to_a").symlink_to(a, target_is_directory=True)
+    t0 = time.monotonic()
+    f = scan_paths([tmp_path], limits())
+    assert time.monotonic() - t0 < 5
+    assert sorted((Path(h.file).relative_to(tmp_path).as_posix(), h.value) for h in f.hits) == [
+        ("a/x.sh", "2"), ("b/y.sh", "2")]  # each real directory once, under its own path
+    assert any("to_b: symlink to" in n and "not followed again" in n for n in f.notes)
+
+
+def test_symlinked_directory_outside_reached_twice_is_read_once(tmp_path):
+    outside = tmp_path / "cfg"
+    _write(outside / "serve.sh", "vllm serve m --tensor-parallel-size 4\n")
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "one").symlink_to(outside, target_is_directory=True)
+    (root / "two").symlink_to(outside, target_is_directory=True)
+    f = scan_paths([root], limits())
+    assert [h.file for h in f.hits] == [str(root / "one" / "serve.sh")]
+    assert any(str(root / "two") in n and "not followed again" in n for n in f.notes)
+
+
+def test_dangling_symlinks_are_reported_unreadable(tmp_path):
+    _write(tmp_path / "run.sh", "--tp 1\n")
+    (tmp_path / "configs").symlink_to(tmp_path / "unmounted" / "configs", target_is_directory=True)
+    (tmp_path / "serve.yaml").symlink_to(tmp_path / "gone.yaml")
+    (tmp_path / "model.safetensors").symlink_to(tmp_path / "blobs" / "abc")  # never read: not reported
+    (tmp_path / ".#run.sh").symlink_to("user@host.1234:1700000000")  # an editor's lock file
+    f = scan_paths([tmp_path], limits())
+    assert f.unreadable == [str(tmp_path / "configs"), str(tmp_path / "serve.yaml")]
+    assert any("configs: dangling symlink to" in n for n in f.notes)
+    assert [h.value for h in f.hits] == ["1"]
+
+
+def test_symlinked_directories_obey_depth_and_ignore_rules(tmp_path):
+    outside = tmp_path / "elsewhere"
+    _write(outside / "deep" / "x.sh", "--tp 2\n")
+    root = tmp_path / "work"
+    _write(root / "a" / "top.sh", "--tp 1\n")
+    (root / "a" / "link").symlink_to(outside, target_is_directory=True)  # depth 2; its deep/ is depth 3
+    (root / "node_modules").symlink_to(outside, target_is_directory=True)  # ignored by name
+    f = scan_paths([root], limits(max_depth=2))
+    assert [h.value for h in f.hits] == ["1"] and f.truncated
+    assert any("max_depth=2" in n and str(root / "a" / "link" / "deep") in n for n in f.notes)
+    g = scan_paths([root], limits(max_depth=3))
+    assert sorted(h.value for h in g.hits) == ["1", "2"] and not g.truncated
+
+
+def test_overlapping_roots_are_scanned_once(tmp_path):
+    _write(tmp_path / "sub" / "x.sh", "--tp 2\n")
+    f = scan_paths([tmp_path, tmp_path / "sub"], limits())
+    assert len(f.hits) == 1 and any("already scanned" in n for n in f.notes)
 
 
 def test_single_file_and_missing_roots(tmp_path):
@@ -279,11 +364,175 @@ def test_scan_text_patterns(text, expected):
     assert scan_text(text) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("vllm serve m --tensor-parallel-size $TP", [(1, "tensor_parallel_size", "$TP", "tensor_parallel")]),
+    ('vllm serve m --tensor-parallel-size "${TP_SIZE:-2}"',
+     [(1, "tensor_parallel_size", "${TP_SIZE:-2}", "tensor_parallel")]),
+    ("vllm serve m --tp=${TP:-${DEFAULT_TP}}", [(1, "tp_size", "${TP:-${DEFAULT_TP}}", "tensor_parallel")]),
+    ("TENSOR_PARALLEL_SIZE=2", [(1, "TENSOR_PARALLEL_SIZE", "2", "tensor_parallel")]),
+    ("export TP_SIZE=4", [(1, "TP_SIZE", "4", "tensor_parallel")]),
+    ("TP_SIZE=${1:-2}", [(1, "TP_SIZE", "${1:-2}", "tensor_parallel")]),
+    ("tensor_parallel_size: ${TP}", [(1, "tensor_parallel_size", "${TP}", "tensor_parallel")]),
+    ("  - TENSOR_PARALLEL_SIZE=${TP}", [(1, "TENSOR_PARALLEL_SIZE", "${TP}", "tensor_parallel")]),
+    ("python -m sglang.launch_server --tp $1", [(1, "tp_size", "$1", "tensor_parallel")]),
+    ("--tensor-parallel-size $(nproc)", [(1, "tensor_parallel_size", "$(nproc)", "tensor_parallel")]),
+    ("--tp-size $((NGPU / 2))", [(1, "tp_size", "$((NGPU / 2))", "tensor_parallel")]),
+    ("run: vllm serve m --tp ${{ matrix.tp }}", [(1, "tp_size", "${{ matrix.tp }}", "tensor_parallel")]),
+    ("tensor_parallel_size: {{ .Values.tp }}", [(1, "tensor_parallel_size", "{{ .Values.tp }}", "tensor_parallel")]),
+    ('cmd = f"vllm serve {m} --tensor-parallel-size {tp}"', [(1, "tensor_parallel_size", "{tp}", "tensor_parallel")]),
+    ("torchrun --nnodes=$NNODES t.py", [(1, "nnodes", "$NNODES", "nodes")]),
+    ("NNODES=2", [(1, "NNODES", "2", "nodes")]),
+    # not settings: another flag after a continuation, a type annotation, a JSON schema, a comparison
+    ("vllm serve m --tensor-parallel-size \\\n  --max-model-len 4096", []),
+    ("tensor_parallel_size: int = 1", []),
+    ('{"tensor_parallel_size": {"minimum": 1}}', []),
+    ("if tensor_parallel_size == 2:", []),
+    ("python x.py --tp $ --top-p 0.9", []),
+])
+def test_scan_text_variables_and_upper_case(text, expected):
+    assert scan_text(text) == expected
+
+
+def test_variable_tp_in_every_file_kind_is_a_hit_with_its_line(tmp_path):
+    _write(tmp_path / "serve.sh", "#!/bin/sh\nTP=${TP:-2}\nvllm serve big \\\n  --tensor-parallel-size \"$TP\"\n")
+    _write(tmp_path / ".env", "MODEL=big\nTENSOR_PARALLEL_SIZE=2\n")
+    _write(tmp_path / "compose.yaml", "services:\n  vllm:\n    environment:\n      TP_SIZE: ${TP_SIZE:-2}\n")
+    _write(tmp_path / "engine.yaml", "engine:\n  tensor_parallel_size: ${TP}\n")
+    _write(tmp_path / "ds.json", '{\n  "tensor_parallel": {\n    "tp_size": "$TP"\n  }\n}\n')
+    _write(tmp_path / "run.toml", '[serve]\ntensor_parallel_size = "{{ tp }}"\n')
+    f = scan_paths([tmp_path], limits())
+    assert {(Path(h.file).name, h.line, h.key, h.value) for h in f.hits} == {
+        ("serve.sh", 4, "tensor_parallel_size", "$TP"),  # the flag's line, as for a number
+        (".env", 2, "TENSOR_PARALLEL_SIZE", "2"),
+        ("compose.yaml", 4, "TP_SIZE", "${TP_SIZE:-2}"),
+        ("engine.yaml", 2, "tensor_parallel_size", "${TP}"),
+        ("ds.json", 3, "tp_size", "$TP"),
+        ("run.toml", 2, "tensor_parallel_size", "{{ tp }}"),
+    }
+    assert all(h.kind == "tensor_parallel" for h in f.hits)
+
+
+@pytest.mark.parametrize("fixture", ["gb10_ngc_2509_healthy", "gb10_two_node_tp2", "h200_generic"])
+def test_variable_tp_reaches_g10_as_a_warning_with_file_and_line(tmp_path, fixture):
+    """End to end: a TP setting whose value is a variable warns "not a plain number" (never passes,
+    never crashes), on one Spark, on two, and on a generic GPU host."""
+    script = _write(tmp_path / "serve.sh", "vllm serve big --tensor-parallel-size ${TP_SIZE:-2}\n")
+    scanned = scan_paths([tmp_path], limits())
+    base = load_facts_fixture(fixture)
+    # keep only the scanned TP hit (the two-node fixture's own hits would fail it first)
+    finding = run_check("G10", patch(base, {"configs": scanned.model_dump()}))
+    assert finding.status is Status.warn
+    assert f"{script}:1" in finding.summary and "${TP_SIZE:-2}" in finding.summary
+    assert "not a plain number" in finding.summary
+
+
 def test_walk_structured_nested_and_typed():
     doc = {"a": [{"Tensor-Parallel-Size": 2}, {"tp": True}, {"nodes": ["n1", "n2"]}],
            "b": {"world_size": "4", "tp_size": 2.5}}
     assert list(walk_structured(doc)) == [("Tensor-Parallel-Size", "2", "tensor_parallel"),
                                           ("world_size", "4", "world")]
+
+
+def test_walk_structured_reference_values():
+    doc = {"TP_SIZE": "${TP:-2}", "nnodes": "$NNODES", "tp": "auto", "world_size": None,
+           "tensor_parallel_size": "-1", "x": {"Tensor_Parallel_Size": " {{ .Values.tp }} "}}
+    assert list(walk_structured(doc)) == [("TP_SIZE", "${TP:-2}", "tensor_parallel"), ("nnodes", "$NNODES", "nodes"),
+                                          ("Tensor_Parallel_Size", "{{ .Values.tp }}", "tensor_parallel")]
+
+
+def test_walk_structured_visits_shared_and_recursive_containers_once():
+    shared = {"tp_size": 2}
+    level = [shared] * 9
+    for _ in range(12):  # 9**12 paths through 12 lists
+        level = [level] * 9
+    t0 = time.monotonic()
+    assert list(walk_structured({"a": shared, "b": level})) == [("tp_size", "2", "tensor_parallel")]
+    assert time.monotonic() - t0 < 0.5
+    loop: list = [{"nodes": 2}]
+    loop.append(loop)
+    assert list(walk_structured(loop)) == [("nodes", "2", "nodes")]
+
+
+def test_walk_structured_stops_at_its_limits():
+    big = [{"x": i} for i in range(5000)] + [{"tp_size": 2}]
+    limit = WalkLimit(max_nodes=100)
+    assert list(walk_structured(big, limit=limit)) == [] and limit.cut == "stopped after 100 nodes"
+    late = WalkLimit(deadline=time.monotonic() - 1)
+    assert list(walk_structured(big, limit=late)) == [] and late.cut == "stopped at the time budget"
+    assert late.nodes <= 256  # the clock is read every 256 nodes
+    assert list(walk_structured(big)) == [("tp_size", "2", "tensor_parallel")]
+
+
+def test_walk_yaml_lines_aliases_and_multidoc():
+    text = ("base: &base\n  tp_size: 2\nserve:\n  <<: *base\n  tensor-parallel-size: '${TP}'\n"
+            "  nodes: [n1, n2]\n  nnodes: true\n  ? [complex, key]\n  : 3\n---\nworld_size: 4\n")
+    assert list(walk_yaml(text)) == [(2, "tp_size", "2", "tensor_parallel"),
+                                     (5, "tensor-parallel-size", "${TP}", "tensor_parallel"),
+                                     (11, "world_size", "4", "world")]
+    limit = WalkLimit(max_nodes=5)
+    assert list(walk_yaml(text, limit)) == [] and limit.cut
+    with pytest.raises(yaml.YAMLError):
+        list(walk_yaml("a: [\n"))
+
+
+def test_alias_bomb_yaml_is_scanned_within_the_budget(tmp_path):
+    bomb = FIXTURES / "raw" / "configs" / "alias_bomb.yaml"
+    shutil.copy(bomb, tmp_path / "alias_bomb.yaml")
+    t0 = time.monotonic()
+    f = scan_paths([tmp_path], limits(time_budget_s=0.5))
+    elapsed = time.monotonic() - t0
+    assert elapsed < 0.5, f"scan took {elapsed:.2f} s against a 0.5 s budget"
+    assert [(h.line, h.key, h.value) for h in f.hits] == [(1, "tensor_parallel_size", "2")]
+    assert f.files_read == 1 and not f.truncated
+    # the constructed document (shared objects, 9**9 paths) is walked as fast
+    docs = parse_structured(bomb.read_text(), "yaml")
+    t0 = time.monotonic()
+    assert list(walk_structured(docs[0], limit=WalkLimit(deadline=time.monotonic() + 0.5))) == [
+        ("tensor_parallel_size", "2", "tensor_parallel")]
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_a_structured_walk_cut_short_is_noted_and_the_text_still_searched(tmp_path, monkeypatch):
+    monkeypatch.setattr(configs, "_MAX_NODES", 50)
+    body = "".join(f"- name: item{i}\n  size: {i}\n" for i in range(100))
+    big = _write(tmp_path / "big.yaml", body + "- tensor_parallel_size: 2\n")
+    _write(tmp_path / "big.json", "[" + ",".join(f'{{"x": {i}}}' for i in range(100)) + ',\n{"tp_size": 4}]')
+    f = scan_paths([tmp_path], limits())
+    assert sorted((Path(h.file).name, h.value) for h in f.hits) == [("big.json", "4"), ("big.yaml", "2")]
+    assert f.truncated and f.files_read == 2
+    assert any(str(big) in n and "stopped after 50 nodes" in n for n in f.notes)
+
+
+def test_hits_per_file_are_capped(tmp_path, monkeypatch):
+    monkeypatch.setattr(configs, "_MAX_HITS_PER_FILE", 10)
+    _write(tmp_path / "jobs.sh", "".join(f"torchrun --nnodes {i} t.py\n" for i in range(30)))
+    f = scan_paths([tmp_path], limits())
+    assert len(f.hits) == 10 and f.truncated and any("only the first 10" in n for n in f.notes)
+
+
+def test_large_files_do_not_scan_quadratically():
+    lines = "".join(f'  {{"tp_size": {i % 7}, "nnodes": {i % 3}}},\n' for i in range(20000))
+    text = "[\n" + lines + '  {"tp_size": 1}\n]\n'
+    t0 = time.monotonic()
+    hits, failed = hits_in_file(Path("big.json"), text, "json")
+    assert time.monotonic() - t0 < 5
+    assert not failed and len(hits) == 40001
+    assert {h.line for h in hits if h.key == "tp_size"} == set(range(2, 20003))
+
+
+def test_settings_sharing_a_line_are_all_kept(tmp_path):
+    sh = _write(tmp_path / "job.sh", "torchrun --nnodes 2 train.py --tp 2\n")
+    js = _write(tmp_path / "ds.json", '{"tp_size": 2, "num_nodes": 2}\n')
+    f = scan_paths([tmp_path], limits())
+    assert sorted((h.file, h.line, h.kind, h.value) for h in f.hits) == [
+        (str(js), 1, "nodes", "2"), (str(js), 1, "tensor_parallel", "2"),
+        (str(sh), 1, "nodes", "2"), (str(sh), 1, "tensor_parallel", "2")]
+
+
+def test_find_line_prefers_the_line_with_the_value():
+    lines = ["tp_size: 1", "tp_size: 2", "other: 3", "tp_size: ${TP}"]
+    used: set[int] = set()
+    assert [find_line(lines, "tp_size", v, used) for v in ("2", "${TP}", "9", "9")] == [2, 4, 1, 0]
 
 
 def test_parse_structured_multidoc_yaml_and_bad_input():
@@ -305,7 +554,8 @@ def test_file_kind(name, kind):
 @given(st.text(max_size=400))
 def test_text_scan_never_crashes(text):
     for line, key, value, kind in scan_text(text):
-        assert line >= 1 and key and value[0].isdigit() and kind in ("tensor_parallel", "nodes", "world")
+        assert line >= 1 and key and kind in ("tensor_parallel", "nodes", "world")
+        assert value[0].isdigit() or configs._REF_RX.fullmatch(value), value
 
 
 JSONISH = st.recursive(
@@ -321,7 +571,7 @@ JSONISH = st.recursive(
 @given(JSONISH)
 def test_structured_walk_never_crashes(data):
     for _key, value, kind in walk_structured(data):
-        assert value.isdigit() and kind in ("tensor_parallel", "nodes", "world")
+        assert (value.isdigit() or configs._REF_RX.search(value)) and kind in ("tensor_parallel", "nodes", "world")
 
 
 @settings(max_examples=200, deadline=None)
@@ -329,3 +579,24 @@ def test_structured_walk_never_crashes(data):
 def test_structured_parsers_never_crash(text, kind):
     docs = parse_structured(text, kind)
     assert docs is None or isinstance(docs, list)
+
+
+PIECES = ["--tp", "--tensor-parallel-size", "TP_SIZE=", "tp_size: ", "--nnodes", " ", "\\\n", "=", '"', "'",
+          "$TP", "${TP}", "${TP_SIZE:-2}", "{{ tp }}", "$(nproc)", "2", "x", "$", "${", "{", "}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=12).map("".join))
+def test_variable_values_never_crash_the_text_scan(text):
+    for line, _key, value, _kind in scan_text(text):
+        assert line >= 1 and (value[0].isdigit() or configs._REF_RX.fullmatch(value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab:&*[]{}-,\\n tp_size2$", max_size=200))
+def test_yaml_walk_never_crashes(text):
+    try:
+        for line, _key, value, _kind in walk_yaml(text):
+            assert line >= 1 and value
+    except yaml.YAMLError:
+        pass

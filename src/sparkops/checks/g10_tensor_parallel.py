@@ -77,6 +77,7 @@ def check(ctx: CheckContext) -> Finding:
     multi = _multi_node(ctx, nodes)
     fails: list[str] = []
     warns: list[str] = []
+    unknown_nodes = [n for n in nodes if n.value is None]  # e.g. --nnodes $NNODES
     for s in tp:
         if s.value is None:
             warns.append(f"tensor-parallel setting {s.raw} ({s.where}) is not a plain number: check it by hand")
@@ -87,6 +88,10 @@ def check(ctx: CheckContext) -> Finding:
             fails.append(f"tensor parallel {s.value} ({s.where}) is larger than one node's GPUs: {where}")
         elif gpus is None and s.value > 1:
             warns.append(f"tensor parallel {s.value} ({s.where}) with the GPU count and node layout unknown")
+        elif s.value > 1 and unknown_nodes:
+            n = unknown_nodes[0]
+            warns.append(f"tensor parallel {s.value} ({s.where}) with a node count that is not a plain number "
+                         f"({n.raw}, {n.where}): if it is above 1, TP spans nodes")
     incomplete = [f"could not read {', '.join(cfg.unreadable)}"] if cfg.unreadable else []
     if cfg.truncated:
         incomplete.append("the scan stopped at its file/time limit")
