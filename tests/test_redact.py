@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sparkops.facts.redact import MASK, redact_env, redact_text
+from sparkops.facts.redact import MASK, redact_argv, redact_env, redact_text
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -83,6 +83,20 @@ def test_env_masks_credentials_inside_kept_values():
         ("aws s3 cp s3://bucket/model . # AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "s3://bucket/model"),
         ("export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "export"),
         ("https://huggingface.co/api/models?token=abcdef123456&full=1", "abcdef123456", "full=1"),
+        # lower-case NAME=value, extended flag names, quoted values with spaces
+        ("python train.py hf_token=abc123 --epochs 1", "abc123", "--epochs 1"),
+        ("wandb_api_key=abc python train.py", "=abc", "python train.py"),
+        ("accelerate launch t.py --report_to wandb WANDB_API_KEY=Zz9yX8wV7u", "Zz9yX8wV7u", "--report_to wandb"),
+        ("s3cmd --access-key AKIAxx0123 --secret-key wJalrXUtnFEMIK7 ls", "wJalrXUtnFEMIK7", "ls"),
+        ("s3cmd --access-key AKIAxx0123 --secret-key wJalrXUtnFEMIK7 ls", "AKIAxx0123", "s3cmd"),
+        ("signer --private-key=0xdeadbeefcafe --chain 1", "0xdeadbeefcafe", "--chain 1"),
+        ("proxy --auth alice:s3cret --port 3128", "alice:s3cret", "--port 3128"),
+        ("mysql --passwd hunter2 -h db", "hunter2", "-h db"),
+        ("app --password 'my secret' --port 80", "secret", "--port 80"),
+        ('app --db.password="two words" --port 80', "two words", "--port 80"),
+        ("db.password: hunter2 user: bob", "hunter2", "user: bob"),
+        ("export HF_TOKEN='abc def', then run", "abc def", "then run"),
+        ("https://x.example/a?hf_token=abcdef123456&full=1", "abcdef123456", "full=1"),
     ],
 )
 def test_text_masks_realistic_credentials(text, secret, kept):
@@ -100,10 +114,52 @@ def test_text_masks_realistic_credentials(text, secret, kept):
         "torchrun --nnodes 2 --nproc_per_node 1 train_fsdp.py --config fsdp.yaml",
         "see https://github.com/NVIDIA/dgx-spark-playbooks/issues/102 for details",
         "/usr/local/cuda/bin:/usr/bin:/home/spark/.local/bin",
+        "vllm serve x --max-model-len 4096 --kv-cache-dtype fp8 --tokenizer meta-llama/Llama-3.1-8B-Instruct",
+        "vllm serve x --tokenizer=meta-llama/Llama-3.1-8B-Instruct --max-tokens 512",
+        "python gen.py max_tokens=512 num_key_value_heads=8 author=me keyboard=us",
+        "python -m sglang.launch_server --model-path x --auth-type none --ssl-keyfile /etc/ssl/k.pem",
+        "trl sft --model_name_or_path Qwen/Qwen2.5-7B --max_seq_length 2048 --packing",
     ],
 )
 def test_text_leaves_ordinary_command_lines_alone(text):
     assert redact_text(text) == text
+    assert " ".join(redact_argv(text.split())) == text
+
+
+# --------------------------------------------------------------------------- redact_argv
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["app", "--password", "my secret", "--port", "80"], ["app", "--password", MASK, "--port", "80"]),
+        (["app", "--api-key=my key", "-p", "80"], ["app", f"--api-key={MASK}", "-p", "80"]),
+        (["s3", "--secret-key", "a b c", "--access-key", "AK", "--private_key", "pk"],
+         ["s3", "--secret-key", MASK, "--access-key", MASK, "--private_key", MASK]),
+        (["env", "hf_token=abc def", "HF_TOKEN=x", "wandb_api_key=abc", "python", "t.py"],
+         ["env", f"hf_token={MASK}", f"HF_TOKEN={MASK}", f"wandb_api_key={MASK}", "python", "t.py"]),
+        (["proxy", "--auth", "alice:pw", "--passwd", "pw 2"], ["proxy", "--auth", MASK, "--passwd", MASK]),
+        # a secret flag followed by another flag: nothing to mask, the next flag is kept
+        (["gh", "auth", "login", "--with-token", "--hostname", "github.com"],
+         ["gh", "auth", "login", "--with-token", "--hostname", "github.com"]),
+        (["x", "--token", "--", "arg"], ["x", "--token", "--", "arg"]),
+        # a secret that starts with a dash is still a value, not a flag
+        (["x", "--password", "-x7!a"], ["x", "--password", MASK]),
+        # other arguments still go through redact_text
+        (["sh", "-c", "curl -H 'Authorization: Bearer abcdefghijkl' --password 'a b' https://h"],
+         ["sh", "-c", f"curl -H 'Authorization: {MASK}' --password {MASK} https://h"]),
+        (["vllm", "serve", "x", "--tokenizer", "meta-llama/Llama-3.1-8B", "--max-model-len", "4096"],
+         ["vllm", "serve", "x", "--tokenizer", "meta-llama/Llama-3.1-8B", "--max-model-len", "4096"]),
+        (["x", "--token="], ["x", "--token="]),
+        ([], []),
+    ],
+)
+def test_argv_masks_whole_arguments(argv, expected):
+    assert redact_argv(argv) == expected
+
+
+def test_argv_fixes_the_joined_space_leak():
+    """Joining first turned ``--password 'my secret'`` into ``--password *** secret``."""
+    argv = ["app", "--password", "my secret", "--port", "80"]
+    assert "secret" not in redact_text(" ".join(redact_argv(argv)))
 
 
 # --------------------------------------------------------------------------- properties
@@ -128,7 +184,19 @@ SECRETS = st.one_of(
     st.tuples(st.text(alphabet=ALNUM + "._-", min_size=12, max_size=60), st.just("Bearer {s}")),
     st.tuples(st.text(alphabet=ALNUM + "!$%^*", min_size=6, max_size=30),
               st.sampled_from(["--api-key {s}", "--api-key={s}", "--token {s}", "--hf-token {s}",
-                               "--hf_token={s}", "--password {s}"])),
+                               "--hf_token={s}", "--password {s}", "--secret-key {s}", "--secret_key={s}",
+                               "--access-key {s}", "--private-key {s}", "--Private-Key={s}", "--auth {s}",
+                               "--passwd {s}", "--basic-auth={s}", "--client-secret {s}"])),
+    # NAME=value / name: value, any case
+    st.tuples(st.text(alphabet=ALNUM + "!$%^*", min_size=6, max_size=30),
+              st.sampled_from(["hf_token={s}", "wandb_api_key={s}", "HF_TOKEN={s}", "Api_Key={s}", "key={s}",
+                               "db.password={s}", "my_secret: {s}", "auth={s}", "GITHUB_TOKEN = {s}",
+                               "aws_secret_access_key={s}", "smtp-passwd={s}", "credentials={s}"])),
+    # quoted values with spaces in them
+    st.tuples(st.tuples(_alnum(3, 12), st.text(alphabet=ALNUM + " !$%^*", min_size=1, max_size=20))
+              .map(lambda t: f"{t[0]} {t[1]}"),
+              st.sampled_from(["--password '{s}'", '--api-key "{s}"', "--secret-key='{s}'", "hf_token='{s}'",
+                               'HF_TOKEN="{s}"', "wandb_api_key='{s}',"])),
     st.tuples(st.tuples(_alnum(3, 12), _alnum(8, 30)).map(lambda t: f"{t[0]}:{t[1]}"),
               st.sampled_from(["https://{s}@host.example/x", "http://{s}@10.0.0.5:8080/",
                                "git+https://{s}@github.com/org/repo.git"])),
@@ -141,9 +209,43 @@ SEPARATORS = st.sampled_from([" ", "\n", "\t", " ; ", ", ", " | ", "\n\n"])
 def test_a_secret_embedded_in_any_text_never_survives(secret, before, after, sep1, sep2):
     value, template = secret
     assume(value not in before and value not in after)  # the same string unprotected elsewhere is not a leak
+    assume(value not in template)  # nor is a "secret" that spells part of the flag name
     text = before + sep1 + template.format(s=value) + sep2 + after
     out = redact_text(text)
     assert value not in out
+
+
+SECRET_FLAGS = st.sampled_from(["--api-key", "--token", "--hf-token", "--hf_token", "--password", "--passwd",
+                                 "--secret-key", "--access-key", "--private-key", "--auth", "-token", "--Secret_Key"])
+SECRET_NAMES = st.sampled_from(["hf_token", "HF_TOKEN", "wandb_api_key", "key", "db.password", "auth", "GH_TOKEN"])
+OTHER_ARGS = st.lists(st.one_of(st.text(max_size=20), st.sampled_from(
+    ["vllm", "serve", "--port", "8000", "--tokenizer", "meta-llama/x", "--max-model-len", "4096", "-p", "--"])),
+    max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(before=OTHER_ARGS, after=OTHER_ARGS, flag=SECRET_FLAGS, name=SECRET_NAMES,
+       value=st.tuples(_alnum(6, 10), st.text(alphabet=ALNUM + " !$%^*'\"", max_size=20)).map("".join),
+       shape=st.sampled_from(["flag value", "flag=value", "NAME=value"]))
+def test_a_secret_argument_never_survives_redact_argv(before, after, flag, name, value, shape):
+    assume(all(value not in a for a in [*before, *after, flag, name]))
+    if shape == "flag value":
+        secret = [flag, value]
+    elif shape == "flag=value":
+        secret = [f"{flag}={value}"]
+    else:
+        secret = [f"{name}={value}"]
+    out = redact_argv(before + secret + after)
+    assert len(out) == len(before + secret + after)
+    assert value not in " ".join(out)
+    assert value not in redact_text(" ".join(out))  # what the process probe stores
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=10))
+def test_redact_argv_never_crashes_and_keeps_the_argument_count(argv):
+    out = redact_argv(argv)
+    assert len(out) == len(argv) and all(isinstance(a, str) for a in out)
 
 
 @settings(max_examples=300, deadline=None)

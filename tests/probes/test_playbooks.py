@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +20,15 @@ from conftest import FIXTURES
 from sparkops.facts.model import PlaybookIssuesFacts
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.probes import CollectOptions, playbooks
-from sparkops.probes.playbooks import CACHE_FILE, FetchError, fetch, parse_issues, read_cache, write_cache
+from sparkops.probes.playbooks import (
+    CACHE_FILE,
+    FetchError,
+    fetch,
+    fetch_rest,
+    parse_issues,
+    read_cache,
+    write_cache,
+)
 
 GITHUB = FIXTURES / "raw" / "github"
 BIN = FIXTURES / "bin"
@@ -210,6 +219,134 @@ def test_rest_garbage_is_an_error(tmp_path, api):
 def test_connection_refused(tmp_path):
     f = _fetch(env_for(tmp_path, None), tmp_path / "cache")
     assert isinstance(f.issues, Unavailable) and "unreachable" in f.issues.detail
+
+
+# --------------------------------------------------------------------------- redirects and the token
+class Redirector(BaseHTTPRequestHandler):
+    """Answers every request with a redirect to ``target`` (a URL prefix) and records what it saw."""
+
+    target = ""
+    code = 301
+    requests: list[dict[str, str]] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization", "")})
+        self.send_response(self.code)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def redirector() -> Iterator[tuple[str, type[Redirector]]]:
+    handler = type("RedirectHandler", (Redirector,), {"target": "", "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_token_is_not_forwarded_on_a_redirect_to_another_origin(tmp_path, api, redirector, code):
+    """The API answers with a redirect to a second server (another port, so another origin)."""
+    other_url, other = api
+    api_url, first = redirector
+    first.target, first.code = other_url, code
+    issues = fetch_rest(env_for(tmp_path, None, api_url, GITHUB_TOKEN=TOKEN), 3.0)
+    assert sorted(i.number for i in issues) == REAL_ISSUES  # the redirect was followed
+    assert [r["auth"] for r in first.requests] == [f"Bearer {TOKEN}"]
+    assert other.requests and all(TOKEN not in r["auth"] for r in other.requests)
+    assert all(r["auth"] == "" for r in other.requests)
+
+
+@pytest.mark.parametrize(("target_host", "token_follows"), [("127.0.0.1", True), ("localhost", False)])
+def test_a_redirect_keeps_the_token_only_within_the_api_origin(tmp_path, target_host, token_follows):
+    """GitHub moves a renamed repository with a redirect on the same host: the token follows it there,
+    and only there (same port, but the host name "localhost" is not the configured "127.0.0.1")."""
+    seen: list[str] = []
+
+    class Moved(Redirector):
+        def do_GET(self):  # noqa: N802
+            if self.path.startswith("/moved/"):
+                seen.append(self.headers.get("Authorization", ""))
+                body = (GITHUB / "rest_issues_page2.json").read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("M", (Moved,), {"target": "", "requests": []}))
+    server.daemon_threads = True
+    port = server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    server.RequestHandlerClass.target = f"http://{target_host}:{port}/moved"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        issues = fetch_rest(env_for(tmp_path, None, base, GITHUB_TOKEN=TOKEN), 3.0)
+        assert issues
+        assert seen == [f"Bearer {TOKEN}" if token_follows else ""]
+        # ... and without a token the same redirect is simply followed anonymously
+        seen.clear()
+        assert fetch_rest(env_for(tmp_path, None, base), 3.0)
+        assert seen == [""]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --------------------------------------------------------------------------- a stalled resolver
+@pytest.fixture
+def stalled_dns(monkeypatch) -> Iterator[list[str]]:
+    """socket.getaddrinfo blocks (as a dead resolver does) until the test ends."""
+    release = threading.Event()
+    calls: list[str] = []
+
+    def slow_getaddrinfo(host, *args, **kwargs):
+        calls.append(str(host))
+        release.wait(10)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
+    try:
+        yield calls
+    finally:
+        release.set()  # let the abandoned worker thread finish
+
+
+def test_rest_deadline_covers_the_name_lookup(tmp_path, stalled_dns):
+    env = env_for(tmp_path, None, "http://api.github.invalid", GITHUB_TOKEN=TOKEN)
+    t0 = time.monotonic()
+    with pytest.raises(FetchError) as err:
+        fetch_rest(env, 1.0)
+    assert time.monotonic() - t0 < 1.8
+    assert stalled_dns == ["api.github.invalid"]
+    assert err.value.why == Why.timeout and "timed out" in str(err.value)
+
+
+def test_stalled_resolver_falls_back_to_the_stale_cache(tmp_path, stalled_dns):
+    _seed_cache(tmp_path / "cache", timedelta(days=2))
+    t0 = time.monotonic()
+    f = _fetch(env_for(tmp_path, None, "http://api.github.invalid"), tmp_path / "cache", timeout=1.0)
+    assert time.monotonic() - t0 < 1.8
+    assert f.source == "cache" and len(f.issues) == 3
+    assert f.note.startswith("offline:") and "timed out" in f.note and "2.0 days" in f.note
+
+
+def test_stalled_resolver_without_cache_is_unavailable(tmp_path, stalled_dns):
+    f = _fetch(env_for(tmp_path, None, "http://api.github.invalid"), tmp_path / "cache", timeout=1.0)
+    assert isinstance(f.issues, Unavailable) and f.issues.unavailable == Why.timeout
+    assert "timed out" in f.issues.detail
 
 
 # --------------------------------------------------------------------------- cache and offline

@@ -153,6 +153,22 @@ def test_scan_keeps_only_interesting_processes_and_redacts():
     assert len(long) == CMDLINE_MAX and "ghp_" + "a" * 20 not in long  # redacted before truncation
 
 
+def test_scan_masks_secrets_argument_by_argument_before_joining():
+    """A secret with a space in it is one argv entry: masked whole, not cut at the space by the join."""
+    argv = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--tokenizer",
+            "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "4096", "--kv-cache-dtype", "fp8",
+            "--password", "my secret", "--secret-key", "s3cr3tK3y", "--api-key=two words", "hf_token=abc123",
+            "wandb_api_key=abc", "--gpu-memory-utilization", "0.5"]
+    facts = scan([_info(7, "vllm", argv, rss=2 * GB)], own_pid=-1, heavy_bytes=4 * GB, default_caps=CAPS)
+    (p,) = facts.processes
+    for secret in ("my secret", "secret", "s3cr3tK3y", "two words", "abc123", "=abc"):
+        assert secret not in p.cmdline.replace("--secret-key", "")
+    assert "--password *** --secret-key *** --api-key=*** hf_token=*** wandb_api_key=***" in p.cmdline
+    # ordinary flags survive unchanged (--tokenizer is not --token)
+    assert "--tokenizer meta-llama/Llama-3.1-8B-Instruct --max-model-len 4096 --kv-cache-dtype fp8" in p.cmdline
+    assert (p.kind, p.memory_fraction, p.memory_cap_source) == ("vllm", 0.5, "cmdline")
+
+
 def test_engine_without_capped_parent_keeps_the_default():
     infos = [_info(1, "bash", ["bash"]), _info(2, "VLLM::EngineCor", ["VLLM::EngineCore"], ppid=1)]
     p = scan(infos, own_pid=-1, heavy_bytes=4 * GB, default_caps=CAPS).processes[0]

@@ -3,7 +3,9 @@
 A snapshot is meant to be attached to bug reports, so two filters run before anything is stored:
 :func:`redact_env` keeps an allow-list of variables (and masks any whose *name* looks secret, e.g.
 ``NVIDIA_API_KEY``), and :func:`redact_text` masks credentials inside free text such as process
-command lines and URLs. Both err on the side of masking.
+command lines and URLs. :func:`redact_argv` masks a command line argument by argument, before it is
+joined, so that a secret with spaces in it (``--password 'my secret'``) is masked whole. All err on
+the side of masking, but leave ordinary flags (``--tokenizer``, ``--max-num-batched-tokens``) alone.
 """
 
 from __future__ import annotations
@@ -58,7 +60,22 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 # Credential patterns for free text. Order matters little: every replacement is a fixed point.
-_FLAG_NAMES = r"(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|token|password|passwd|secret|credentials?)"
+# A flag whose value is a credential: --api-key, --hf-token, --secret-key, --auth, --passwd ... The
+# secret word must end the flag name, so --tokenizer and --auth-type are not secret flags.
+_FLAG_NAMES = (r"(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|(?:secret|private|access)[-_]?key|token|password|passwd"
+               r"|passphrase|secret|credentials?|auth)")
+# A NAME in NAME=value / name: value whose value is a credential, any case: hf_token, wandb_api_key,
+# AWS_SECRET_ACCESS_KEY, db.password, auth. The secret word is a whole segment of the name
+# (max_tokens, tokenizer and author are not), and "key" only counts as the last one (num_key_value_heads).
+_SEG = r"[A-Za-z0-9]+"
+_SECRET_WORD = r"(?:token|secret|password|passwd|passphrase|credentials?|auth|apikey)"
+_SECRET_KEY_NAME = rf"(?:{_SEG}[_.-])*(?:{_SECRET_WORD}(?:[_.-]{_SEG})*|key)"
+# A value: a quoted string (spaces and all, plus what sticks to its closing quote) or a run up to
+# whitespace (or a quote, after NAME=). A mask is always followed by whitespace, a quote or the end,
+# and a value that is exactly such a mask is left alone, so masking twice changes nothing.
+_NOT_MASKED = r"(?!\*\*\*(?:[\s'\"]|$))"
+_VALUE = r"""(?:'[^'\n]*'|"[^"\n]*")[^\s'"]*|[^\s'"]+"""
+_FLAG_VALUE = r"""(?:'[^'\n]*'|"[^"\n]*")\S*|\S+"""
 _SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:pass@host -> scheme://***@host (the authority is everything up to the last @)
     (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#@]*(?:@[^\s/?#@]*)*@"), r"\1" + MASK + "@"),
@@ -66,16 +83,22 @@ _SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\bAuthorization\s*[:=]\s*)(?:(?:Bearer|Basic|token|Token)\s+)?[^\s'\"]+", re.I),
      r"\1" + MASK),
     (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{8,}", re.I), r"\1 " + MASK),
-    # --api-key X, --api-key=X, --hf-token X, --token X, --password=X ...
-    (re.compile(r"(?<![\w-])(--?" + _FLAG_NAMES + r")(=|[ \t]+)(?!-)(\S+)", re.I), r"\1\2" + MASK),
+    # --api-key X, --api-key=X, --hf-token X, --token 'X Y', --password=X, --secret-key X ...
+    # (after a space a leading "-" starts the next flag; after "=" it is part of the value)
+    (re.compile(r"(?<![\w-])(--?" + _FLAG_NAMES + r")(=|[ \t]+(?!-))(?:" + _FLAG_VALUE + ")", re.I),
+     r"\1\2" + MASK),
     # SOME_TOKEN=value, AWS_SECRET_ACCESS_KEY: value (upper-case env/config style names)
     (re.compile(r"\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)"
-                r"[A-Z0-9_]*)(\s*[=:]\s*)(?!\*\*\*)([^\s'\"]+)"), r"\1\2" + MASK),
-    (re.compile(r"\b(aws_secret_access_key|aws_access_key_id|aws_session_token)(\s*[=:]\s*)([^\s'\"]+)", re.I),
-     r"\1\2" + MASK),
+                r"[A-Z0-9_]*)(\s*[=:]\s*)" + _NOT_MASKED + "(?:" + _VALUE + ")"), r"\1\2" + MASK),
+    # hf_token=value, wandb_api_key=value, db.password: value (any case, whole-segment names; a URL
+    # query parameter is left to the rule below, which stops at the next "&")
+    (re.compile(r"(?<![A-Za-z0-9_.?&])(" + _SECRET_KEY_NAME + r")(?![A-Za-z0-9])(\s*[=:]\s*)" + _NOT_MASKED
+                + "(?:" + _VALUE + ")", re.I), r"\1\2" + MASK),
+    (re.compile(r"\b(aws_secret_access_key|aws_access_key_id|aws_session_token)(\s*[=:]\s*)" + _NOT_MASKED
+                + r"([^\s'\"]+)", re.I), r"\1\2" + MASK),
     # token=... in URL query strings
-    (re.compile(r"([?&](?:access_token|token|api_key|apikey|key|password|sig|signature)=)[^&\s#]+", re.I),
-     r"\1" + MASK),
+    (re.compile(r"([?&](?:access_token|token|api_key|apikey|key|password|sig|signature|" + _SECRET_KEY_NAME
+                + r")=)[^&\s#]+", re.I), r"\1" + MASK),
     # vendor token shapes
     (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
     (re.compile(r"(?<![A-Za-z0-9])(gh[pousr])_[A-Za-z0-9]{20,}"), r"\1_" + MASK),
@@ -94,3 +117,42 @@ def redact_text(text: str) -> str:
     for pattern, repl in _SUBS:
         text = pattern.sub(repl, text)
     return text
+
+
+# One argument of a command line: a secret flag (its value is the next argument or after "="),
+# or NAME=value with a secret-looking NAME (``env HF_TOKEN=x``, ``hf_token=x`` style options).
+_SECRET_FLAG = re.compile(r"--?" + _FLAG_NAMES, re.I)
+_SECRET_ASSIGN_NAME = re.compile(_SECRET_KEY_NAME, re.I)
+_LONG_OR_SHORT_FLAG = re.compile(r"--(?:[A-Za-z]|$)|-[A-Za-z]$")  # --port, -p, "--"; not "-x7!a"
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Mask credentials in a command line argument by argument, before it is joined.
+
+    The argument after a secret flag (``--api-key``, ``--password``, ``--secret-key`` ...) is masked
+    whole, spaces and all, unless it is itself a flag; ``--flag=value`` and ``NAME=value`` with a
+    secret-looking name keep their name and lose the value. Every other argument goes through
+    :func:`redact_text`.
+    """
+    out: list[str] = []
+    value_follows = False
+    for arg in argv:
+        arg = arg if isinstance(arg, str) else str(arg)
+        if value_follows and arg and not _LONG_OR_SHORT_FLAG.match(arg):
+            out.append(MASK)
+            value_follows = False
+            continue
+        value_follows = False
+        name, eq, value = arg.partition("=")
+        if arg.startswith("-") and _SECRET_FLAG.fullmatch(name):
+            if eq:
+                out.append(f"{name}={MASK}" if value else arg)
+            else:
+                out.append(arg)
+                value_follows = True
+            continue
+        if eq and value and _SECRET_ASSIGN_NAME.fullmatch(name):
+            out.append(f"{name}={MASK}")
+            continue
+        out.append(redact_text(arg))
+    return out

@@ -3,13 +3,16 @@
 Order of sources: a fresh on-disk cache (within ``g8.cache_ttl_s``), then the ``gh`` CLI when it
 is installed and logged in, then the GitHub REST API over ``urllib``; on failure a stale cache is
 used and says how old it is. ``--offline`` never touches the network but still reports a cache.
-A token from ``GITHUB_TOKEN``/``GH_TOKEN`` is sent only to the API host and never stored.
+A token from ``GITHUB_TOKEN``/``GH_TOKEN`` is sent only to the API origin (scheme, host and port),
+never along a redirect or a pagination link to anywhere else, and never stored. The REST fetch,
+name lookup included, stays within one deadline.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -134,7 +137,39 @@ def fetch_gh(env: Mapping[str, str], timeout_s: float) -> list[PlaybookIssue]:
         raise FetchError(f"gh issue list printed no JSON ({exc})") from None
 
 
-def _opener(env: Mapping[str, str], host: str) -> urllib.request.OpenerDirector:
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, default ports filled in; an unparsable port never matches."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        return scheme, "", -1
+    return scheme, (parts.hostname or "").lower(), port or {"https": 443, "http": 80}.get(scheme)
+
+
+class _AuthOnlyToOrigin(urllib.request.HTTPRedirectHandler):
+    """Follows redirects; the token is re-sent only when the new URL has the API's own origin.
+
+    The token travels as an *unredirected* header, which urllib drops on every redirect (it would
+    copy an ordinary header to any host, even from https to http); a redirect that stays on the API
+    origin (GitHub moves renamed repositories that way) gets it back here.
+    """
+
+    def __init__(self, origin: tuple[str, str, int | None], authorization: str) -> None:
+        super().__init__()
+        self.origin = origin
+        self.authorization = authorization
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and self.authorization and _origin(new.full_url) == self.origin:
+            new.add_unredirected_header("Authorization", self.authorization)
+        return new
+
+
+def _opener(env: Mapping[str, str], host: str,
+            redirect: urllib.request.HTTPRedirectHandler | None = None) -> urllib.request.OpenerDirector:
     """Proxies from ``env`` (not this process's environment), bypassed for no_proxy and loopback."""
     no_proxy = [h.strip().lstrip(".").lower() for h in (env.get("no_proxy") or env.get("NO_PROXY") or "").split(",")
                 if h.strip()]
@@ -147,7 +182,10 @@ def _opener(env: Mapping[str, str], host: str) -> urllib.request.OpenerDirector:
             value = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY")
             if value:
                 proxies[scheme] = value
-    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler(proxies)]
+    if redirect is not None:
+        handlers.append(redirect)
+    return urllib.request.build_opener(*handlers)
 
 
 def _next_link(header: str | None) -> str | None:
@@ -158,28 +196,35 @@ def _next_link(header: str | None) -> str | None:
     return None
 
 
-def fetch_rest(env: Mapping[str, str], timeout_s: float) -> list[PlaybookIssue]:
-    """GitHub REST ``/repos/{repo}/issues`` (two pages at most), token from the environment if set."""
+def _timed_out(timeout_s: float) -> FetchError:
+    return FetchError(f"GitHub API did not answer within {timeout_s:g} s (timed out)", Why.timeout)
+
+
+def _fetch_rest_pages(env: Mapping[str, str], timeout_s: float, deadline: float) -> list[PlaybookIssue]:
+    """The REST fetch proper; :func:`fetch_rest` runs it in a worker bounded by ``deadline``."""
     base = (env.get("SPARKOPS_GITHUB_API") or DEFAULT_API).rstrip("/")
     url: str | None = f"{base}/repos/{REPO}/issues?state=open&per_page=100"
     api_host = urllib.parse.urlsplit(base).hostname or ""
-    opener = _opener(env, api_host)
+    api_origin = _origin(base)
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
+    authorization = f"Bearer {token}" if token else ""
+    opener = _opener(env, api_host, _AuthOnlyToOrigin(api_origin, authorization))
     items: list[Any] = []
     pages = 0
-    deadline = time.monotonic() + timeout_s
     while url and pages < MAX_ISSUES // 100:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
             if pages:
                 break  # keep the first page rather than nothing
-            raise FetchError(f"GitHub API did not answer within {timeout_s:g} s", Why.timeout)
-        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-                   "User-Agent": f"dgx-spark-ops/{__version__}"}
-        if token and urllib.parse.urlsplit(url).hostname == api_host:
-            headers["Authorization"] = f"Bearer {token}"
+            raise _timed_out(timeout_s)
+        req = urllib.request.Request(url, headers={
+            "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+            "User-Agent": f"dgx-spark-ops/{__version__}"})
+        if authorization and _origin(url) == api_origin:
+            # unredirected: urllib would copy an ordinary header to wherever a redirect points
+            req.add_unredirected_header("Authorization", authorization)
         try:
-            with opener.open(urllib.request.Request(url, headers=headers), timeout=remaining) as resp:
+            with opener.open(req, timeout=remaining) as resp:
                 body = resp.read(8 * 1024 * 1024)
                 link = resp.headers.get("Link")
         except urllib.error.HTTPError as exc:
@@ -187,11 +232,11 @@ def fetch_rest(env: Mapping[str, str], timeout_s: float) -> list[PlaybookIssue]:
             hint = " (rate limited?)" if exc.code in (403, 429) else ""
             raise FetchError(f"GitHub API answered HTTP {exc.code}{hint}", why) from None
         except TimeoutError:
-            raise FetchError(f"GitHub API did not answer within {timeout_s:g} s", Why.timeout) from None
+            raise _timed_out(timeout_s) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError):
-                raise FetchError(f"GitHub API did not answer within {timeout_s:g} s", Why.timeout) from None
+                raise _timed_out(timeout_s) from None
             raise FetchError(f"GitHub API unreachable: {redact_text(str(reason))[:200]}") from None
         try:
             page = json.loads(body)
@@ -203,6 +248,33 @@ def fetch_rest(env: Mapping[str, str], timeout_s: float) -> list[PlaybookIssue]:
         pages += 1
         url = _next_link(link)
     return parse_issues(items)
+
+
+def fetch_rest(env: Mapping[str, str], timeout_s: float) -> list[PlaybookIssue]:
+    """GitHub REST ``/repos/{repo}/issues`` (two pages at most), token from the environment if set.
+
+    Socket timeouts do not cover the name lookup (``getaddrinfo`` blocks as long as the resolver
+    does), so the fetch runs in a daemon thread and is abandoned at the deadline: a stalled resolver
+    costs ``timeout_s``, not the resolver's own retries. An abandoned worker only finishes its lookup
+    and exits; it writes nothing.
+    """
+    deadline = time.monotonic() + timeout_s
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["issues"] = _fetch_rest_pages(env, timeout_s, deadline)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="sparkops-github-rest", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    if worker.is_alive():
+        raise _timed_out(timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["issues"]
 
 
 # --------------------------------------------------------------------------- the probe

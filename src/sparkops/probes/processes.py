@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkops.facts.model import HostProcess, ProcessFacts
 from sparkops.facts.reading import Why, missing
-from sparkops.facts.redact import redact_text
+from sparkops.facts.redact import redact_argv, redact_text
 from sparkops.knowledge import load as load_kb
 
 SECTION = "processes"
@@ -232,7 +232,8 @@ def scan(infos: Iterable[Mapping[str, Any]], own_pid: int, heavy_bytes: int,
             kind, fraction, source = "other", None, ""
         if kind == "other" and state != "disk-sleep" and rss <= heavy_bytes:
             continue
-        text = redact_text(" ".join(a for a in argv if isinstance(a, str)) or name)
+        # argument by argument first (a secret with spaces is masked whole), then the joined text
+        text = redact_text(" ".join(redact_argv([a for a in argv if isinstance(a, str)])) or name)
         ppid = info.get("ppid")
         kept.append(HostProcess(pid=pid, name=str(name)[:100], kind=kind, cmdline=text[:CMDLINE_MAX],
                                 rss_bytes=rss, state=str(state), memory_fraction=fraction,
