@@ -42,3 +42,15 @@ def test_a_probe_returning_the_wrong_shape_is_recorded_not_raised(monkeypatch):
     monkeypatch.setitem(probes.PROBES, "memory", "bad_probe")
     facts = probes.collect(probes.CollectOptions(only=("memory",), budget_s=5))
     assert facts.probes["memory"].ok is False and "ValidationError" in facts.probes["memory"].reason
+
+
+def test_a_flood_of_output_is_capped_and_does_not_block():
+    code = "import sys\nfor _ in range(400): sys.stdout.write('x' * 65536)\n"  # ~26 MB
+    res = _run.run([sys.executable, "-c", code], 20)
+    assert res.ok and res.truncated
+    assert len(res.stdout) == _run.MAX_OUTPUT_BYTES
+
+
+def test_stdin_is_fed():
+    res = _run.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], 10, stdin_text="abc")
+    assert res.stdout.strip() == "ABC"

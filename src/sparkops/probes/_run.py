@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,14 +60,50 @@ def which(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which(name, path=path)
 
 
+class _Drain:
+    """Read a pipe to its end on a daemon thread, keeping at most ``MAX_OUTPUT_BYTES``: a tool that
+    floods its output can neither fill our memory nor block on a full pipe while we wait."""
+
+    CHUNK = 65536
+
+    def __init__(self, pipe) -> None:  # noqa: ANN001 - a binary pipe
+        self.data = bytearray()
+        self.truncated = False
+        self._thread = threading.Thread(target=self._run, args=(pipe,), daemon=True, name="run-drain")
+        self._thread.start()
+
+    def _run(self, pipe) -> None:  # noqa: ANN001
+        try:
+            while chunk := pipe.read1(self.CHUNK) if hasattr(pipe, "read1") else pipe.read(self.CHUNK):
+                room = MAX_OUTPUT_BYTES - len(self.data)
+                if room > 0:
+                    self.data += chunk[:room]
+                if len(chunk) > max(room, 0):
+                    self.truncated = True
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+    def text(self, wait_s: float) -> str:
+        self._thread.join(wait_s)
+        return bytes(self.data).decode("utf-8", errors="replace")
+
+
 class Pending:
     """A child started now and judged later: its deadline counts from the start, not the wait."""
 
     def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen | None, error: str = "",
                  stdin_text: str | None = None) -> None:
-        self.argv, self.proc, self.error, self.stdin_text = argv, proc, error, stdin_text
+        self.argv, self.proc, self.error = argv, proc, error
         self.started = time.monotonic()
         self._result: RunResult | None = None
+        self._out = self._err = None
+        if proc is not None:
+            self._out, self._err = _Drain(proc.stdout), _Drain(proc.stderr)
+            if proc.stdin is not None:
+                threading.Thread(target=_feed, args=(proc.stdin, stdin_text or ""), daemon=True).start()
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -80,32 +117,36 @@ class Pending:
 
     def _wait(self, timeout: float) -> RunResult:
         argv, proc, start = self.argv, self.proc, self.started
-        if proc is None:
+        if proc is None or self._out is None or self._err is None:
             return RunResult(argv, False, None, "", "", self.error, 0.0)
         remaining = max(0.0, timeout - (time.monotonic() - start))
+        timed_out = False
         try:
-            out_b, err_b = proc.communicate(
-                input=self.stdin_text.encode() if self.stdin_text is not None else None, timeout=remaining)
+            proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
-            finished = proc.poll() is not None  # it ended before we came to collect it: not a timeout
-            if not finished:
-                _kill_group(proc)
-            try:
-                out_b, err_b = proc.communicate(timeout=2)
-            except (subprocess.TimeoutExpired, ValueError):
-                out_b, err_b = b"", b""
-            if not finished:
-                return RunResult(argv, False, proc.returncode, _dec(out_b), _dec(err_b), "timeout",
-                                 time.monotonic() - start)
+            timed_out = True
+            _kill_group(proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+        # a grandchild holding the pipe open must not keep us here: bounded joins
+        out, err = self._out.text(2.0), self._err.text(2.0)
         duration = time.monotonic() - start
-        truncated = len(out_b) > MAX_OUTPUT_BYTES or len(err_b) > MAX_OUTPUT_BYTES
-        out, err = _dec(out_b), _dec(err_b)
+        truncated = self._out.truncated or self._err.truncated
         rc = proc.returncode
+        if timed_out:
+            return RunResult(argv, False, rc, out, err, "timeout", duration, truncated=truncated)
         if rc is not None and rc < 0:
             return RunResult(argv, False, rc, out, err, "signal", duration, signal=-rc, truncated=truncated)
         if rc != 0:
             return RunResult(argv, False, rc, out, err, "nonzero_exit", duration, truncated=truncated)
         return RunResult(argv, True, rc, out, err, "", duration, truncated=truncated)
+
+
+def _feed(pipe, text: str) -> None:  # noqa: ANN001
+    with contextlib.suppress(OSError, ValueError):
+        pipe.write(text.encode())
+    with contextlib.suppress(OSError, ValueError):
+        pipe.close()
 
 
 def spawn(
@@ -143,10 +184,6 @@ def run(
 ) -> RunResult:
     """Run ``argv`` with a hard deadline; kill its whole process group when it is passed."""
     return spawn(argv, env, stdin_text, cwd).result(timeout)
-
-
-def _dec(b: bytes | None) -> str:
-    return (b or b"")[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
