@@ -1,6 +1,7 @@
 """The bounded runner: deadlines count from the start, finished children are never "timeouts"."""
 
 import sys
+import threading
 import time
 
 from sparkops.probes import _run
@@ -54,3 +55,39 @@ def test_a_flood_of_output_is_capped_and_does_not_block():
 def test_stdin_is_fed():
     res = _run.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], 10, stdin_text="abc")
     assert res.stdout.strip() == "ABC"
+
+
+def test_nvml_warmup_starts_once_and_respects_the_opt_out(monkeypatch):
+    import types
+
+    from sparkops.probes import early
+
+    calls = []
+    fake = types.ModuleType("pynvml")
+    fake.nvmlInit = lambda: calls.append("init")
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(early, "_started", False)
+    assert early.warm_nvml({early.NO_NVML_ENV: "1"}) is None
+    t = early.warm_nvml({})
+    t.join(5)
+    assert early.warm_nvml({}) is None  # once per process
+    assert calls == ["init"]
+
+
+def test_nvml_warmup_swallows_a_broken_binding(monkeypatch):
+    import types
+
+    from sparkops.probes import early
+
+    fake = types.ModuleType("pynvml")
+
+    def boom():
+        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    fake.nvmlInit = boom
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(early, "_started", False)
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    early.warm_nvml({}).join(5)
+    assert escaped == []  # the probe retries and reports; the warm-up itself stays silent

@@ -128,10 +128,10 @@ def explain(gid: str, kb: Knowledge | None = None) -> Gotcha:
     """A gotcha's catalog entry; accepts "G3", "g3", "3", "identity"."""
     kb = kb or load()
     key = gid.strip()
-    if key.isdigit():
+    if key.isascii() and key.isdigit():
         key = f"G{int(key)}"
     key = key.upper() if key.lower() != "identity" else "identity"
-    if key.startswith("G") and key[1:].isdigit():
+    if key.startswith("G") and key[1:].isascii() and key[1:].isdigit():
         key = f"G{int(key[1:])}"
     if key not in kb.gotchas:
         raise KeyError(f"no gotcha {gid!r}; known: {', '.join(kb.gotchas)}")

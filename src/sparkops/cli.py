@@ -50,10 +50,13 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
 
 
 def _prestart(python: Path | None, quick: bool) -> None:
-    """Start the target interpreter's children now, before the heavy imports."""
+    """Start the target interpreter's children and NVML's init now, before the heavy imports."""
+    from sparkops.probes.early import warm_nvml
     from sparkops.probes.target_launch import prestart
 
-    prestart(str(python) if python else None, dict(os.environ), "quick" if quick else "full")
+    env = dict(os.environ)
+    prestart(str(python) if python else None, env, "quick" if quick else "full")
+    warm_nvml(env)
 
 
 def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,

@@ -57,7 +57,7 @@ def _cvd_hides(value: str | None, device_nodes: int | None) -> str | None:
     if v == "" or v.lower() in ("-1", "none", "void", "no"):
         return f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU"
     first = v.split(",")[0].strip()
-    if first.isdigit() and device_nodes is not None and int(first) >= device_nodes:
+    if first.isascii() and first.isdigit() and device_nodes is not None and int(first) >= device_nodes:
         return f"CUDA_VISIBLE_DEVICES={value!r} names GPU {first}, but {device_nodes} device node(s) exist"
     return None
 

@@ -21,10 +21,10 @@ from types import ModuleType
 from sparkops import knowledge
 from sparkops.facts.model import GpuDevice, GpuFacts
 from sparkops.facts.reading import Unavailable, Why, missing
-from sparkops.probes import CollectOptions, nvidia_smi, nvml
+from sparkops.probes import CollectOptions, early, nvidia_smi, nvml
 
 SECTION = "gpu"
-NO_NVML_ENV = "SPARKOPS_NO_NVML"
+NO_NVML_ENV = early.NO_NVML_ENV
 
 
 def unavailable(why: Why, detail: str) -> GpuFacts:
@@ -37,7 +37,7 @@ def unavailable(why: Why, detail: str) -> GpuFacts:
 def _nvml_wanted(opts: CollectOptions, use_nvml: bool | None) -> bool:
     if use_nvml is not None:
         return use_nvml
-    return opts.env.get(NO_NVML_ENV, "").strip().lower() in ("", "0", "false", "no")
+    return early.nvml_wanted(opts.env)
 
 
 def from_nvml(nv: ModuleType | None, window_s: float, sleep: Callable[[float], None] = time.sleep) -> GpuFacts | str:

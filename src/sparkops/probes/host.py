@@ -110,7 +110,7 @@ def parse_cpuinfo(text: str) -> tuple[str | None, int]:
         if not sep:
             continue
         key, value = key.strip().lower(), value.strip()
-        if key == "processor" and value.isdigit():
+        if key == "processor" and value.isascii() and value.isdigit():
             count += 1
         elif key == "model name" and value:
             models.append(value)

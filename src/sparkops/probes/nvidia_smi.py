@@ -89,6 +89,11 @@ COUNTER_KEYS = {
 _US_PER = {"ns": 0.001, "us": 1, "µs": 1, "ms": 1000, "s": 1_000_000}
 
 
+def _ascii_int(text: str) -> bool:
+    """Digits int() accepts: str.isdigit() also says yes to "²", which int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 # --------------------------------------------------------------------------- values
 def classify(raw: str) -> str | Unavailable:
     """One printed value: the text, or Unavailable for ``[N/A]``, ``Not Supported`` and kin."""
@@ -209,7 +214,7 @@ def device_from_row(row: Mapping[str, str], position: int) -> GpuDevice | None:
     """One ``--query-gpu`` row as a device; None for a row that is not a GPU (junk)."""
     index = position
     if "index" in row:
-        if not row["index"].strip().isdigit():
+        if not _ascii_int(row["index"].strip()):
             return None
         index = int(row["index"])
     name = classify(row.get("name", ""))
@@ -278,7 +283,7 @@ def parse_compute_apps(text: str, fields: Sequence[str] = APP_FIELDS) -> list[Sm
     out = []
     for row in parse_query_csv(text, fields):
         pid = row.get("pid", "").strip()
-        if not pid.isdigit():
+        if not _ascii_int(pid):
             continue
         name = classify(row.get("process_name", ""))
         mem = mib_bytes(row["used_memory"]) if "used_memory" in row else NOT_COLLECTED
