@@ -543,3 +543,12 @@ def test_a_walk_that_finds_nothing_still_stops_at_the_deadline(tmp_path):
     assert (found, truncated) == ([], True)
     found, truncated = target_env.scan_extensions({"xformers": {"files": [], "roots": [str(tmp_path)]}}, 400, 5.0)
     assert (found, truncated) == ([], False)
+
+
+def test_discrete_gpu_skips_cuda_mem_get_info_to_spare_a_context(tmp_path, env):
+    """cudaMemGetInfo creates a CUDA context; it is G3 evidence only where memory is shared."""
+    py = make_fake_env(tmp_path, {}, "2.11.0+cu130", "13.0",
+                       live={"device_name": "NVIDIA H200", "capability": [9, 0], "capability_warning": ""})
+    live = _full(py, env).live
+    assert live.device_name == "NVIDIA H200" and live.mem_get_info_bytes is None
+    assert live.total_memory_bytes is not None

@@ -243,6 +243,19 @@ def _safe(out, key, fn):
         return False
 
 
+SHARED_MEMORY_NAMES = ("GB10", "Thor", "GH200", "GB200", "GB300")
+
+
+def _shares_host_memory(cuda, name):
+    """An integrated or coherent-memory device, where CUDA's free memory is the host's."""
+    try:
+        if getattr(cuda.get_device_properties(0), "is_integrated", 0):
+            return True
+    except Exception:
+        return True  # cannot tell: take the reading
+    return any(n.lower() in (name or "").lower() for n in SHARED_MEMORY_NAMES)
+
+
 def live():
     import warnings
 
@@ -276,7 +289,11 @@ def live():
                 _safe(out, "device_name", lambda: str(cuda.get_device_name(0)))
                 _safe(out, "capability", lambda: list(cuda.get_device_capability(0)))
                 _safe(out, "total_memory_bytes", lambda: int(cuda.get_device_properties(0).total_memory))
-                _safe(out, "mem_get_info_bytes", lambda: [int(x) for x in cuda.mem_get_info(0)])
+                # cudaMemGetInfo creates a CUDA context (a few hundred ms). It is the G3 evidence on
+                # a shared-memory device (free tracks MemFree there); on a discrete GPU NVML's free
+                # memory is authoritative, so the context is not worth its cost.
+                if _shares_host_memory(cuda, out.get("device_name", "")):
+                    _safe(out, "mem_get_info_bytes", lambda: [int(x) for x in cuda.mem_get_info(0)])
         stage("sdp flags")
         b = getattr(getattr(torch, "backends", None), "cuda", None)
         for key in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
