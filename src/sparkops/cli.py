@@ -161,6 +161,101 @@ def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -
     return 0
 
 
+thermal_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                          help="Background thermal/power/memory sampler (G4, G3, G6) and log analysis.")
+app.add_typer(thermal_app, name="thermal")
+
+IntervalOpt = Annotated[float | None, typer.Option("--interval", help="Seconds between samples "
+                        "(default 5, as the seeds' thermal-sample.sh; at least 0.1).", show_default=False)]
+LogOpt = Annotated[Path | None, typer.Option("--log", help="CSV log (default: thermal-YYYYMMDD.csv "
+                   "in the working directory).", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _daemon_out(st, as_json: bool) -> int:  # noqa: ANN001 - DaemonStatus
+    from sparkops.monitor import daemon
+
+    sys.stdout.write((st.model_dump_json(indent=2) if as_json else daemon.render(st)) + "\n")
+    return 0
+
+
+@thermal_app.command("start")
+def thermal_start(interval: IntervalOpt = None, log: LogOpt = None, as_json: JsonOpt = False) -> int:
+    """Start a background sampler writing CSV (one per log; a second start reports the running one)."""
+    from sparkops.monitor import daemon
+
+    try:
+        st = daemon.start(log or daemon.default_log(), interval)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--interval") from exc
+    _daemon_out(st, as_json)
+    return 0 if st.running else 1
+
+
+@thermal_app.command("stop")
+def thermal_stop(log: LogOpt = None, as_json: JsonOpt = False) -> int:
+    """Stop the sampler writing to LOG (a clean no-op when none runs)."""
+    from sparkops.monitor import daemon
+
+    return _daemon_out(daemon.stop(log or daemon.default_log()), as_json)
+
+
+@thermal_app.command("status")
+def thermal_status(log: LogOpt = None, as_json: JsonOpt = False) -> int:
+    """Is a sampler running on LOG, since when, how many samples."""
+    from sparkops.monitor import daemon
+
+    return _daemon_out(daemon.status(log or daemon.default_log()), as_json)
+
+
+@thermal_app.command("analyze")
+def thermal_analyze(
+    file: Annotated[Path, typer.Argument(help="This tool's CSV log, or nvidia-smi --query-gpu ... --format=csv output.")],
+    profile: Annotated[str, typer.Option(help="gb10 | generic")] = "gb10",
+    as_json: JsonOpt = False,
+) -> int:
+    """Judge a recorded log: throttling, power plateau, low-clock state, memory pressure, new neighbours.
+
+    Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read.
+    """
+    from sparkops.monitor.analyze import analyze_text
+
+    if profile not in ("gb10", "generic"):
+        raise typer.BadParameter("gb10 or generic", param_hint="--profile")
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc.strerror or exc}", param_hint="FILE") from exc
+    res = analyze_text(text, profile=profile)
+    if as_json:
+        sys.stdout.write(res.model_dump_json(indent=2) + "\n")
+    else:
+        lines = [f"{res.samples} samples over {res.duration_s:.0f} s ({profile} profile)", *res.verdict]
+        lines += [f"  {e.gotcha} {e.kind} {e.start} -> {e.end or 'end of log'}: {e.summary}" for e in res.events]
+        lines += [f"note: {n}" for n in res.notes]
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 1 if any(e.severity == "warn" for e in res.events) else 0
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def watch(
+    ctx: typer.Context,
+    interval: IntervalOpt = None,
+    log: Annotated[Path | None, typer.Option("--log", help="CSV log (default: watch-<time>.csv).",
+                                                show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw FILE.png (needs matplotlib).",
+                                                 show_default=False)] = None,
+) -> int:
+    """Run COMMAND (after --), sample alongside, flag G3/G4/G6 events live; exit with COMMAND's code."""
+    from sparkops.monitor.watch import watch as run_watch
+
+    try:
+        res = run_watch(list(ctx.args), interval_s=interval, log_path=log, plot_path=plot)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="COMMAND") from exc
+    return res.exit_code
+
+
 @app.command()
 def version() -> int:
     """Print the tool version."""

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
@@ -192,3 +193,24 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError, OSError):
         with contextlib.suppress(OSError):
             proc.kill()
+
+
+def detach(argv: Sequence[str], err: Path, env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    """Start the daemon in its own session, no terminal, stderr to ``err``.
+
+    Unlike :func:`spawn`, nothing here owns the child's pipes or its deadline: it is meant to
+    outlive the command that started it (``spark-ops thermal start``).
+    """
+    with open(err, "ab") as err_fh:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err_fh, start_new_session=True, close_fds=True, cwd="/",
+                                env=dict(env) if env is not None else None)
+
+
+def start_foreground(argv: Sequence[str], env: Mapping[str, str] | None = None,
+                     cwd: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a child that stays in our process group (so a terminal's Ctrl-C reaches it) with
+    unbuffered pipes for a tee (``spark-ops watch``). Raises OSError like Popen: a missing
+    command is the caller's exit 127. No deadline: the child is the user's job."""
+    return subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                            env=dict(env) if env is not None else None, cwd=cwd)

@@ -1,0 +1,463 @@
+"""One row of readings at a time, cheaply enough to run every 0.1 s beside a training job.
+
+:class:`Sampler` opens NVML once and keeps the session (an init per sample would cost more than
+the readings). NVML calls run on one worker thread with a deadline, because a wedged driver
+blocks inside C where no Python timeout reaches; past it the sampler switches to ``nvidia-smi``
+for good. ``nvidia-smi`` (when NVML cannot load, or ``SPARKOPS_NO_NVML=1``) goes through
+:func:`sparkops.probes._run.run` with a short timeout; after a hang or crash it is left alone
+for ``monitor.sampler_smi_retry_s`` so one bad driver moment does not stall every row.
+
+Memory comes from ``/proc/meminfo`` and ``/proc/pressure/memory`` (on GB10 NVML has no memory
+reading: the pool is the host's). A reading that is unavailable at that instant is ``None``.
+
+:func:`run_sampling` appends rows to a CSV on a fixed schedule, flushing each row, and never
+raises on a failing sample (it writes the timestamp and empty cells instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sparkops import knowledge
+from sparkops.facts.reading import Unavailable
+from sparkops.monitor.events import COLUMNS, Sample
+from sparkops.probes import _run, early, nvidia_smi, nvml
+from sparkops.probes.host import read_small, root_of, under_root
+from sparkops.probes.memory import parse_meminfo, parse_psi
+
+# --query-gpu fields per sample, in our column order (nvidia-smi spelling)
+SMI_FIELDS: tuple[str, ...] = (
+    "temperature.gpu", "power.draw", "clocks.sm", "utilization.gpu", "pstate", "clocks_event_reasons.active",
+)
+_SMI_COLUMN = {
+    "temperature.gpu": "temperature.gpu",
+    "power.draw": "power.draw [W]",
+    "clocks.sm": "clocks.sm [MHz]",
+    "utilization.gpu": "utilization.gpu [%]",
+}
+# -q / NVML counter keys -> our columns
+_COUNTER_COLUMN = {
+    "sw_power_cap": "violation.sw_power_cap [us]",
+    "sw_thermal": "violation.sw_thermal [us]",
+    "hw_thermal": "violation.hw_thermal [us]",
+}
+_APP_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory")
+_PSTATE_UNKNOWN = 32
+
+
+def timestamp(now: datetime | None = None) -> str:
+    """Local time as nvidia-smi prints its ``timestamp`` field: ``2025/11/24 20:25:50.123``."""
+    now = now or datetime.now()
+    return now.strftime("%Y/%m/%d %H:%M:%S.") + f"{now.microsecond // 1000:03d}"
+
+
+def empty_sample(ts: str | None = None) -> Sample:
+    """A row with every column and nothing read but the time."""
+    row: Sample = dict.fromkeys(COLUMNS)
+    row["timestamp"] = ts or timestamp()
+    return row
+
+
+def reasons_hex(mask: int) -> str:
+    """The clock-event bitmask as nvidia-smi prints it (``0x0000000000000020``)."""
+    return f"0x{mask:016x}"
+
+
+def process_cell(procs: list[tuple[int, str, int | None]]) -> str:
+    """``pid:name:bytes;...`` (bytes empty when unknown). ``;`` ``,`` and control characters in a
+    name become ``_`` so the cell splits back unambiguously (pid before the first ``:``, bytes
+    after the last)."""
+    parts = []
+    for pid, name, used in procs:
+        clean = "".join("_" if (c in ";," or not c.isprintable()) else c for c in name)
+        parts.append(f"{pid}:{clean}:{'' if used is None else used}")
+    return ";".join(parts)
+
+
+def _num(value: Any, scale: float = 1.0) -> float | None:
+    """An NVML/parser value as a float, or None (Unavailable, sentinel, wrong type)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and value in (nvml.NOT_AVAILABLE_U32, nvml.NOT_AVAILABLE_U64):
+        return None
+    return float(value) * scale
+
+
+# --------------------------------------------------------------------------- memory (/proc)
+def read_memory(root: Path) -> dict[str, float | None]:
+    """MemFree, MemAvailable, reclaimable cache, swap used (bytes) and PSI full avg10."""
+    out: dict[str, float | None] = dict.fromkeys(
+        ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "psi.memory.full.avg10"))
+    text = read_small(under_root(root, "/proc/meminfo"))
+    if isinstance(text, str):
+        mi = parse_meminfo(text)
+        out["mem.free [B]"] = _num(mi.get("MemFree"))
+        out["mem.available [B]"] = _num(mi.get("MemAvailable"))
+        if "Cached" in mi:
+            out["mem.cached [B]"] = float(max(0, mi["Cached"] + mi.get("SReclaimable", 0) - mi.get("Shmem", 0)))
+        if "SwapTotal" in mi and "SwapFree" in mi:
+            out["swap.used [B]"] = float(max(0, mi["SwapTotal"] - mi["SwapFree"]))
+    psi_text = read_small(under_root(root, "/proc/pressure/memory"))
+    if isinstance(psi_text, str):
+        psi = parse_psi(psi_text)
+        if not isinstance(psi, Unavailable):
+            out["psi.memory.full.avg10"] = psi.full_avg10
+    return out
+
+
+# --------------------------------------------------------------------------- NVML
+def read_nvml(nv: ModuleType, handle: Any) -> dict[str, float | str | None]:
+    """The GPU columns from an open NVML session (queries never raise; failures read None).
+
+    NVML has no HW-thermal counter this binding can read portably (see ``nvml.VIOLATION_POLICIES``),
+    so ``violation.hw_thermal`` stays None on this path.
+    """
+    out: dict[str, float | str | None] = {}
+    sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+    out["temperature.gpu"] = _num(nvml.query(nv, "nvmlDeviceGetTemperature", handle, sensor))
+    out["power.draw [W]"] = _num(nvml.query(nv, "nvmlDeviceGetPowerUsage", handle), 0.001)
+    out["clocks.sm [MHz]"] = _num(nvml.query(nv, "nvmlDeviceGetClockInfo", handle, getattr(nv, "NVML_CLOCK_SM", 1)))
+    util = nvml.query(nv, "nvmlDeviceGetUtilizationRates", handle)
+    out["utilization.gpu [%]"] = None if isinstance(util, Unavailable) else _num(getattr(util, "gpu", None))
+    pstate = nvml.query(nv, "nvmlDeviceGetPerformanceState", handle)
+    out["pstate"] = f"P{pstate}" if isinstance(pstate, int) and 0 <= pstate < _PSTATE_UNKNOWN else None
+    reasons = nvml.query(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if not isinstance(reasons, int):
+        reasons = nvml.query(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    out["clocks_event_reasons.active"] = (reasons_hex(reasons) if isinstance(reasons, int)
+                                          and not isinstance(reasons, bool) and 0 <= reasons < nvml.NOT_AVAILABLE_U64
+                                          else None)
+    counters = nvml.read_violations(nv, handle)
+    for key, column in _COUNTER_COLUMN.items():
+        out[column] = _num(counters.get(key))
+    procs = nvml.query(nv, "nvmlDeviceGetComputeRunningProcesses", handle)
+    if isinstance(procs, Unavailable):
+        out["gpu.processes"] = None
+    else:
+        rows: list[tuple[int, str, int | None]] = []
+        for p in procs or []:
+            pid = getattr(p, "pid", None)
+            if not isinstance(pid, int) or isinstance(pid, bool):
+                continue
+            used = getattr(p, "usedGpuMemory", None)
+            used_b = int(used) if _num(used) is not None else None
+            name = nvml.query(nv, "nvmlSystemGetProcessName", pid)
+            rows.append((pid, name if isinstance(name, str) else "", used_b))
+        out["gpu.processes"] = process_cell(rows)
+    return out
+
+
+_PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_PSTATE = re.compile(r"P\d{1,2}")
+_HEX = re.compile(r"0x[0-9A-Fa-f]{1,16}")
+
+
+def smi_values(row: Mapping[str, str]) -> dict[str, float | str | None] | None:
+    """One ``--query-gpu ... --format=csv,noheader,nounits`` row as columns; None when a cell has
+    neither a missing-value marker nor the shape its field prints (output that only looks like
+    a row: trust none of it)."""
+    out: dict[str, float | str | None] = {}
+    for field, raw in row.items():
+        value = nvidia_smi.classify(raw)
+        text = value if isinstance(value, str) else None
+        if field in _SMI_COLUMN:
+            ok = text is None or _PLAIN_NUMBER.fullmatch(text)
+            out[_SMI_COLUMN[field]] = float(text) if ok and text is not None else None
+        elif field == "pstate":
+            ok = text is None or _PSTATE.fullmatch(text)
+            out["pstate"] = text if ok else None
+        elif field == "clocks_event_reasons.active":
+            ok = text is None or bool(_HEX.fullmatch(text) or (text.isdecimal() and text.isascii()))
+            mask = int(text, 0) if ok and text is not None and text.startswith("0x") else (
+                int(text) if ok and text is not None else None)
+            ok = ok and (mask is None or mask < 1 << 64)
+            out["clocks_event_reasons.active"] = reasons_hex(mask) if ok and mask is not None else None
+        else:
+            continue
+        if not ok:
+            return None
+    return out
+
+
+class _Worker:
+    """One thread that owns the NVML session; each call waits at most ``timeout`` seconds.
+
+    A call that overruns leaves the thread stuck in C: it is abandoned (daemon thread) and the
+    worker reports itself wedged so the sampler stops using it.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]] | None] = queue.Queue()
+        self.wedged = False
+        self._thread = threading.Thread(target=self._loop, name="sampler-nvml", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, reply = job
+            try:
+                reply.put((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller
+                reply.put((False, exc))
+
+    def call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """``fn()`` on the worker; raises TimeoutError past ``timeout`` or re-raises its error."""
+        if self.wedged:
+            raise TimeoutError("NVML worker is wedged")
+        reply: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+        self._jobs.put((fn, reply))
+        try:
+            ok, value = reply.get(timeout=timeout)
+        except queue.Empty:
+            self.wedged = True
+            raise TimeoutError(f"NVML did not answer within {timeout:g} s") from None
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
+# --------------------------------------------------------------------------- the sampler
+class Sampler:
+    """Readings for one GPU (index ``gpu_index``) plus host memory, one :data:`Sample` per call.
+
+    ``use_nvml``: None follows ``SPARKOPS_NO_NVML`` in ``env``; False forces nvidia-smi.
+    ``nvml_module`` hands in a pynvml stand-in (tests); ``*_timeout_s`` override the thresholds
+    ``monitor.sampler_smi_timeout_s`` / ``monitor.sampler_nvml_timeout_s``. ``source`` says which path is in use
+    ("nvml", "nvidia-smi"), ``notes`` why a fallback happened. Never raises after construction.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str] = os.environ,
+        use_nvml: bool | None = None,
+        *,
+        nvml_module: ModuleType | None = None,
+        gpu_index: int = 0,
+        smi_timeout_s: float | None = None,
+        nvml_timeout_s: float | None = None,
+    ) -> None:
+        kb = knowledge.load()
+        self.env = dict(env)
+        self.gpu_index = gpu_index
+        self.root = root_of(self.env)
+        self.notes: list[str] = []
+        self.source = "nvidia-smi"
+        self._nvml_timeout = float(nvml_timeout_s if nvml_timeout_s is not None
+                                   else kb.t("monitor.sampler_nvml_timeout_s"))
+        self._smi_timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.t("monitor.sampler_smi_timeout_s"))
+        self._smi_retry_s = float(kb.t("monitor.sampler_smi_retry_s"))
+        self._smi_fields = list(SMI_FIELDS)
+        self._smi_paused_until = 0.0
+        self._worker: _Worker | None = None
+        self._stack = contextlib.ExitStack()
+        self._nv: ModuleType | None = None
+        self._handle: Any = None
+        wanted = early.nvml_wanted(self.env) if use_nvml is None else use_nvml
+        if wanted:
+            self._open_nvml(nvml_module, float(kb.t("probes.nvml_timeout_s")))
+        else:
+            self.notes.append(f"NVML not tried: {early.NO_NVML_ENV} is set" if use_nvml is None
+                              else "NVML not tried (use_nvml=False)")
+
+    # ------------------------------------------------------------------ NVML session
+    def _open_nvml(self, module: ModuleType | None, timeout: float) -> None:
+        worker = _Worker()
+
+        def open_() -> tuple[ModuleType, Any]:
+            nv = self._stack.enter_context(nvml.session(module))
+            h = nvml.handle(nv, self.gpu_index)
+            if isinstance(h, Unavailable):
+                raise nvml.NvmlUnusable(f"no handle for GPU {self.gpu_index}: {h.detail}")
+            return nv, h
+
+        try:
+            self._nv, self._handle = worker.call(open_, timeout)
+        except Exception as exc:
+            self.notes.append(f"NVML unusable, using nvidia-smi: {exc}"[:500])
+            self._close_worker(worker)
+            return
+        self._worker = worker
+        self.source = "nvml"
+
+    def _close_worker(self, worker: _Worker) -> None:
+        if not worker.wedged:
+            with contextlib.suppress(Exception):
+                worker.call(self._stack.close, self._nvml_timeout)
+        worker.stop()
+
+    def close(self) -> None:
+        """Shut the NVML session down (bounded); safe to call twice."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._close_worker(worker)
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ one row
+    def sample(self) -> Sample:
+        """Every column of :data:`COLUMNS`; None where a reading was unavailable now."""
+        row = empty_sample()
+        try:
+            row.update(self._gpu())
+        except Exception as exc:  # a reader bug must cost one row's GPU cells, not the run
+            self._note(f"GPU read failed: {type(exc).__name__}: {exc}")
+        try:
+            row.update(read_memory(self.root))
+        except Exception as exc:
+            self._note(f"memory read failed: {type(exc).__name__}: {exc}")
+        return row
+
+    def _note(self, text: str) -> None:
+        if len(self.notes) < 50 and text[:500] not in self.notes:
+            self.notes.append(text[:500])
+
+    def _gpu(self) -> dict[str, float | str | None]:
+        worker, nv, h = self._worker, self._nv, self._handle
+        if worker is not None and nv is not None:
+            try:
+                return worker.call(lambda: read_nvml(nv, h), self._nvml_timeout)
+            except TimeoutError as exc:
+                self._note(f"NVML stopped answering ({exc}); switching to nvidia-smi")
+                self._worker, self.source = None, "nvidia-smi"
+                worker.stop()
+        return self._smi()
+
+    # ------------------------------------------------------------------ nvidia-smi
+    def _call_smi(self, *args: str) -> _run.RunResult | None:
+        """One bounded nvidia-smi call; None while paused after a hang/crash/absence."""
+        if time.monotonic() < self._smi_paused_until:
+            return None
+        r = _run.run(["nvidia-smi", *args], timeout=self._smi_timeout, env=self.env)
+        if r.error in ("timeout", "signal", "not_found") or r.error.startswith("exception"):
+            self._smi_paused_until = time.monotonic() + self._smi_retry_s
+            self._note(f"{r.describe()}; nvidia-smi not asked again for {self._smi_retry_s:g} s")
+            return None
+        return r
+
+    def _smi(self) -> dict[str, float | str | None]:
+        out: dict[str, float | str | None] = {}
+        idx = ("-i", str(self.gpu_index))
+        row: dict[str, str] = {}
+        while self._smi_fields:
+            r = self._call_smi(f"--query-gpu={','.join(self._smi_fields)}", "--format=csv,noheader,nounits", *idx)
+            if r is None:
+                return out
+            if r.ok:
+                rows = nvidia_smi.parse_query_csv(r.stdout, self._smi_fields)
+                row = rows[0] if rows else {}
+                break
+            bad = nvidia_smi.rejected_field(r.stdout + "\n" + r.stderr)
+            if not bad or nvidia_smi.canonical_field(bad) not in self._smi_fields:
+                self._note(r.describe())
+                break
+            self._smi_fields.remove(nvidia_smi.canonical_field(bad))  # remembered for later rows
+        values = smi_values(row)
+        if values is None:
+            self._note("nvidia-smi --query-gpu printed a row that is not readings; row left empty")
+        else:
+            out.update(values)
+        r = self._call_smi(f"--query-compute-apps={','.join(_APP_FIELDS)}", "--format=csv,noheader,nounits", *idx)
+        if r is not None and r.ok:
+            procs = nvidia_smi.parse_compute_apps(r.stdout, _APP_FIELDS)
+            if procs or not r.stdout.strip():  # output but no process line in it: junk, not "none"
+                out["gpu.processes"] = process_cell([
+                    (p.process.pid, p.process.name,
+                     p.process.used_memory_bytes if isinstance(p.process.used_memory_bytes, int) else None)
+                    for p in procs])
+        r = self._call_smi("-q", "-d", "PERFORMANCE", *idx)
+        if r is not None and r.ok:
+            q = nvidia_smi.parse_q(r.stdout)
+            if q.gpus:
+                g = q.gpus[0]
+                for key, column in _COUNTER_COLUMN.items():
+                    out[column] = _num(g.counters_us.get(key))
+                if out.get("clocks_event_reasons.active") is None and g.reasons_mask is not None:
+                    out["clocks_event_reasons.active"] = reasons_hex(g.reasons_mask)
+                if out.get("pstate") is None and g.pstate:
+                    out["pstate"] = g.pstate
+        return out
+
+
+# --------------------------------------------------------------------------- the CSV loop
+def _formatters() -> tuple[Callable[[], str], Callable[[Sample], str]]:
+    """csvlog's header/row writers (the CSV contract lives there)."""
+    from sparkops.monitor import csvlog
+
+    return csvlog.write_header, csvlog.format_row
+
+
+def check_interval(interval_s: float) -> float:
+    """The interval as a float; ValueError below ``monitor.sampler_min_interval_s`` (or not finite)."""
+    low = float(knowledge.load().t("monitor.sampler_min_interval_s"))
+    value = float(interval_s)
+    if not math.isfinite(value) or value < low:
+        raise ValueError(f"interval {interval_s!r} s is below the minimum of {low:g} s")
+    return value
+
+
+def run_sampling(
+    log_path: Path | str,
+    interval_s: float,
+    stop_event: threading.Event,
+    sampler: Sampler,
+    *,
+    fsync: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    on_row: Callable[[Sample], None] | None = None,
+) -> int:
+    """Append one row per tick to ``log_path`` until ``stop_event`` is set; returns rows written.
+
+    The header goes in only when the file is new or empty. Each row is flushed (and fsync'ed when
+    ``fsync``: a power-off or thermal reboot then loses nothing either). Ticks are on a fixed
+    grid from the start, so rows do not drift; ticks missed by a slow sample are skipped, not
+    bunched. A failing sample or a failing write costs that row, never the loop. Raises OSError
+    only when the log cannot be opened at all, ValueError for an interval below the minimum.
+    """
+    interval = check_interval(interval_s)
+    header, fmt = _formatters()
+    path = Path(log_path)
+    written = 0
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        if fh.tell() == 0:
+            fh.write(header().rstrip("\r\n") + "\n")
+            fh.flush()
+        start = clock()
+        tick = 0
+        while not stop_event.is_set():
+            try:
+                row = sampler.sample()
+            except Exception:  # a sampler is meant never to raise; if one does, keep the row
+                row = empty_sample()
+            try:
+                fh.write(fmt(row).rstrip("\r\n") + "\n")
+                fh.flush()
+                if fsync:
+                    os.fsync(fh.fileno())
+                written += 1
+            except (OSError, ValueError, TypeError):  # disk full, a formatter surprise: next tick
+                pass
+            if on_row is not None:
+                with contextlib.suppress(Exception):
+                    on_row(row)
+            now = clock()
+            tick = max(tick + 1, math.floor((now - start) / interval) + 1)
+            stop_event.wait(max(0.0, start + tick * interval - now))
+    return written
