@@ -84,3 +84,30 @@ def test_watch_exits_with_the_childs_code_and_logs(tmp_path):
 def test_watch_without_a_command_is_a_usage_error():
     p = spark_ops("watch")
     assert p.returncode == 3 and "Traceback" not in p.stderr
+
+
+def test_analyze_logs_without_timestamps_or_rows_do_not_crash(tmp_path):
+    cases = {"empty.csv": "", "one.csv": "timestamp, temperature.gpu, power.draw [W]\n"
+                                          "2025/11/24 20:25:50.123, 74, 105.21 W\n",
+             "nots.csv": "temperature.gpu, power.draw [W]\n74, 105.21 W\n75, 104.9 W\n"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        p = spark_ops("thermal", "analyze", str(tmp_path / name))
+        assert p.returncode in (0, 1), (name, p.stderr)
+        assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+
+
+def test_stop_without_log_finds_the_sampler_started_on_an_earlier_day(tmp_path):
+    env = _fake_gpu_env(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    old = "thermal-20261201.csv"  # started "yesterday": today's default name would miss it
+    started = spark_ops("thermal", "start", "--interval", "0.2", "--log", old, "--json", env=env, cwd=work)
+    assert json.loads(started.stdout)["running"], started.stderr
+    try:
+        st = json.loads(spark_ops("thermal", "status", "--json", env=env, cwd=work).stdout)
+        assert st["running"] and st["log"].endswith(old)
+    finally:
+        stopped = spark_ops("thermal", "stop", "--json", env=env, cwd=work)
+    assert json.loads(stopped.stdout)["running"] is False
+    assert not (work / (old + ".pid")).exists()

@@ -192,20 +192,34 @@ def thermal_start(interval: IntervalOpt = None, log: LogOpt = None, as_json: Jso
     return 0 if st.running else 1
 
 
-@thermal_app.command("stop")
-def thermal_stop(log: LogOpt = None, as_json: JsonOpt = False) -> int:
-    """Stop the sampler writing to LOG (a clean no-op when none runs)."""
+def _running_log(log: Path | None) -> Path:
+    """The log to stop/inspect: the one given, else the single sampler running from this directory
+    (its default name carries the start date, so after midnight today's name would miss it)."""
     from sparkops.monitor import daemon
 
-    return _daemon_out(daemon.stop(log or daemon.default_log()), as_json)
+    if log is not None:
+        return log
+    live = [p for p in sorted(Path.cwd().glob("thermal-*.csv.pid")) if daemon.status(p.with_suffix("")).running]
+    if len(live) > 1:
+        raise typer.BadParameter("several samplers run from this directory: "
+                                 + ", ".join(str(p.with_suffix("")) for p in live), param_hint="--log")
+    return live[0].with_suffix("") if live else daemon.default_log()
+
+
+@thermal_app.command("stop")
+def thermal_stop(log: LogOpt = None, as_json: JsonOpt = False) -> int:
+    """Stop the sampler writing to LOG (default: the one running from here); a no-op when none runs."""
+    from sparkops.monitor import daemon
+
+    return _daemon_out(daemon.stop(_running_log(log)), as_json)
 
 
 @thermal_app.command("status")
 def thermal_status(log: LogOpt = None, as_json: JsonOpt = False) -> int:
-    """Is a sampler running on LOG, since when, how many samples."""
+    """Is a sampler running on LOG (default: the one running from here), since when, how many samples."""
     from sparkops.monitor import daemon
 
-    return _daemon_out(daemon.status(log or daemon.default_log()), as_json)
+    return _daemon_out(daemon.status(_running_log(log)), as_json)
 
 
 @thermal_app.command("analyze")
@@ -230,7 +244,8 @@ def thermal_analyze(
     if as_json:
         sys.stdout.write(res.model_dump_json(indent=2) + "\n")
     else:
-        lines = [f"{res.samples} samples over {res.duration_s:.0f} s ({profile} profile)", *res.verdict]
+        span = f"over {res.duration_s:.0f} s" if res.duration_s is not None else "(no usable timestamps)"
+        lines = [f"{res.samples} samples {span} ({profile} profile)", *res.verdict]
         lines += [f"  {e.gotcha} {e.kind} {e.start} -> {e.end or 'end of log'}: {e.summary}" for e in res.events]
         lines += [f"note: {n}" for n in res.notes]
         sys.stdout.write("\n".join(lines) + "\n")
