@@ -215,3 +215,88 @@ def test_detector_on_numeric_runs(points):
     r = analyze(samples)
     for e in r.events:
         assert e.start and (e.end is None or seconds(e.end) >= seconds(e.start) or e.end.startswith("sample"))
+
+
+# --------------------------------------------------------------------------- reviewed defects
+GB = 1024**3
+
+
+def _row(i: int, temp=None, power=None, clock=None, util=None, **more):
+    s = {"timestamp": f"2025/11/24 {20 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000",
+         "temperature.gpu": temp, "power.draw [W]": power, "clocks.sm [MHz]": clock, "utilization.gpu [%]": util}
+    s.update(more)
+    return s
+
+
+def test_idle_before_a_throttling_load_does_not_hide_the_throttling():
+    # 20 idle minutes (model download, setup), then 10 loaded minutes that throttle: the median
+    # utilisation over the whole log is 0 %, yet the loaded stretch is what G4 is judged on
+    rows = [_row(i, 40, 5, 300, 0) for i in range(1200)]
+    rows += [_row(1200 + j, 60 + min(30, j * 0.1), 100, 2500 if j < 120 else 2000, 97) for j in range(600)]
+    r = analyze(rows)
+    assert "insufficient-load" not in kinds(r) and "throttling" in kinds(r)
+    assert r.verdict[0].startswith("G4 warn: throttling")
+
+
+def test_load_is_judged_on_the_loaded_stretch():
+    idle_rows = [_row(i, 40, 5, 300, 0) for i in range(1200)]
+    short = analyze(idle_rows + [_row(1200 + j, 63, 44, 2450, 96) for j in range(120)])
+    assert kinds(short) == ["insufficient-load"] and "s under load" in short.events[0].summary
+    assert 110 <= short.events[0].evidence["loaded_s"] <= 120
+    long = analyze(idle_rows + [_row(1200 + j, 63, 44, 2450, 96) for j in range(700)])
+    assert "insufficient-load" not in kinds(long)
+    assert long.verdict[0].startswith("G4 info: under load (median util 96%, power 44 W)")
+
+
+def test_a_model_load_that_stops_is_not_memory_pressure():
+    # MemAvailable 110 -> 40 GB over 90 s (a model load), then flat at 40 GB for 13 minutes
+    rows = []
+    for i in range(900):
+        a = 110 * GB if i < 30 else max(40 * GB, 110 * GB - (i - 30) * (70 * GB / 90))
+        rows.append(_row(i, 65, 100, 2480, 97, **{"mem.available [B]": a, "mem.free [B]": a - 5 * GB,
+                                                   "swap.used [B]": 0, "psi.memory.full.avg10": 0.0}))
+    r = analyze(rows)
+    for ev in (e for e in r.events if e.kind == "memory-pressure"):
+        # at most while it was still falling: it ends soon after the fall stops (t=120)
+        assert ev.end is not None and seconds(ev.end) - T0 <= 150
+        assert ev.severity == "info"
+    assert not any(v.startswith("G3 warn") for v in r.verdict)
+    assert all(e.severity != "warn" for e in r.events)
+
+
+def test_a_steady_leak_still_warns_to_the_end():
+    # MemAvailable 60 GB falling 0.05 GB/s towards zero: a leak, open until the log ends
+    rows = [_row(i, 65, 100, 2480, 97, **{"mem.available [B]": max(0.5 * GB, 60 * GB - i * 0.05 * GB)})
+            for i in range(1200)]
+    r = analyze(rows)
+    mp = [e for e in r.events if e.kind == "memory-pressure"]
+    assert len(mp) == 1 and mp[0].end is None and mp[0].severity == "warn"
+    # (60 - 16) GB at 0.05 GB/s = 880 s: it warns once that is within the 600 s horizon
+    assert 270 <= seconds(mp[0].start) - T0 <= 300
+    assert any(v.startswith("G3 warn") for v in r.verdict)
+
+
+def test_seeds_throttling_stays_open_while_power_is_pulled_down():
+    # seeds' 3 columns: 92 °C holds while power falls 102 -> 65 W: throttling getting worse
+    r = run("seeds_hot_power_falling.csv")
+    thr = [e for e in r.events if e.kind == "throttling"]
+    assert len(thr) == 1 and thr[0].end is None and thr[0].evidence["clocks"] == "unknown"
+    assert r.verdict[0].startswith("G4 warn: throttling")
+    plateau = next(e for e in r.events if e.kind == "power-plateau")
+    assert plateau.end is not None  # the plateau itself did end: power left it
+
+
+def test_throttling_summary_does_not_claim_the_plateau_when_power_fell():
+    # power pulled to 80 W first, then the temperature reaches 90 °C (seeds columns)
+    rows = [_row(i * 5, 75, 102) for i in range(40)] + [_row(200 + i * 5, 75, 80) for i in range(20)]
+    rows += [_row(300 + i * 5, 90, 80) for i in range(30)]
+    r = analyze(rows)
+    thr = next(e for e in r.events if e.kind == "throttling")
+    assert "power 80 W (plateau ~100 W)" in thr.summary and "at the plateau" not in thr.summary
+    assert thr.end is None
+
+
+def test_a_stopped_job_still_hot_is_not_throttling():
+    # power back at idle (5 W) while the heatsink is still hot: the job ended, no throttling
+    rows = [_row(i * 5, 75, 102) for i in range(40)] + [_row(200 + i * 5, 88, 5) for i in range(20)]
+    assert "throttling" not in kinds(analyze(rows))

@@ -515,6 +515,12 @@ def test_plot_with_matplotlib(tmp_path: Path) -> None:
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_plot_memavailable_is_in_gib_as_everywhere_else() -> None:
+    (label, scale), = [(lb, sc) for col, lb, sc in w._PLOT_SERIES if col == "mem.available [B]"]
+    assert "GiB" in label
+    assert 119.7 * 1024**3 * scale == pytest.approx(119.7)
+
+
 def test_plot_series_is_thinned_not_unbounded() -> None:
     s = w._Sampling(interval_s=0.1, log_file=None, sample=None, make_sample=None, detector_factory=None,
                     err=w._sinks(io.BytesIO(), io.BytesIO())[1], keep_series=True, max_points=100)
@@ -543,18 +549,64 @@ def test_sink_keeps_bytes_whole_however_they_are_chunked(data: bytes, cuts: list
     assert text.getvalue() == data.decode("utf-8", errors="replace")
 
 
-def test_broken_output_stream_does_not_stop_the_child(tmp_path: Path) -> None:
-    class Closed(io.RawIOBase):
-        def writable(self) -> bool:
-            return True
+class Closed(io.RawIOBase):
+    """An output stream whose reader went away."""
 
-        def write(self, b) -> int:  # noqa: ANN001
-            raise BrokenPipeError(32, "Broken pipe")
+    def writable(self) -> bool:
+        return True
 
-    argv = script(tmp_path, "import sys\nfor i in range(2000): print('line', i)\nsys.exit(9)")
-    res = w.watch(argv, out=Closed(), err=io.BytesIO(), sample=FakeSampler(), detector_factory=NoEvents,
-                  interval_s=0.1, log_path=tmp_path / "l.csv")
-    assert res.exit_code == 9
+    def write(self, b) -> int:  # noqa: ANN001
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+# writes to one stream for up to 30 s, then exits 9: it ends sooner only when its writes fail
+FLOOD = """
+import sys, time
+stream = getattr(sys, {name!r})
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    stream.write("line\\n" * 100)
+    stream.flush()
+sys.exit(9)
+"""
+
+
+@pytest.mark.parametrize("name", ["stdout", "stderr"])
+def test_broken_output_stream_is_broken_for_the_child_too(tmp_path: Path, name: str) -> None:
+    """Our reader gone, watch stops draining that stream and closes its end: the child's next write
+    fails (EPIPE; a Python child raises BrokenPipeError) as it would without watch, and watch
+    itself ends normally with the child's code."""
+    out, err = (Closed(), io.BytesIO()) if name == "stdout" else (io.BytesIO(), Closed())
+    res = w.watch(script(tmp_path, FLOOD.format(name=name)), out=out, err=err, sample=FakeSampler(),
+                  detector_factory=NoEvents, interval_s=0.1, log_path=tmp_path / "l.csv")
+    assert res.exit_code not in (0, 9)  # died of the broken pipe, not drained to the end
+    assert res.duration_s < 15
+    if name == "stdout":  # the other stream still works: the child's traceback and our summary
+        text = err.getvalue().decode()
+        assert "BrokenPipeError" in text
+        assert f"exited {res.exit_code}" in text
+
+
+def test_piped_to_a_reader_that_quits_early_the_watch_ends(tmp_path: Path) -> None:
+    """``spark-ops watch -- CMD | head -1`` ends as ``CMD | head -1`` does, instead of running on."""
+    code = WATCHER.format(src=SRC, log=str(tmp_path / "w.csv"))
+    endless = [sys.executable, "-c", "while True: print('y')"]
+    with open(tmp_path / "err.txt", "w") as errf:
+        proc = subprocess.Popen([sys.executable, "-c", code, *endless], stdout=subprocess.PIPE, stderr=errf,
+                                start_new_session=True)
+        assert proc.stdout is not None
+        try:
+            assert proc.stdout.readline() == b"y\n"
+            proc.stdout.close()  # the reader quits, as head -1 does
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail("the watch kept running after its reader went away")
+    err = (tmp_path / "err.txt").read_text()
+    # the child ended on the broken pipe: SIGPIPE (128+13), or 1 from Python's BrokenPipeError
+    assert "exited 1 " in err or "died on SIGPIPE (exit 141)" in err, err
+    assert rc in (1, 128 + signal.SIGPIPE, 120), err  # 120: our own exit-time flush found the pipe shut
 
 
 def test_summary_lines_name_duration_samples_events_and_log(tmp_path: Path) -> None:

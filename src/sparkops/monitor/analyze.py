@@ -9,8 +9,10 @@ clocks are unknown rather than guessing.
 
 G4 in short (gotchas.md): a ~100 W plateau with stable clocks is the platform's normal cap
 (``power-plateau``, info); temperature climbing at full power with clocks holding is not yet
-throttling (``rising-temperature``, info); throttling is power at the plateau while temperature
-climbs or sits high AND the SM clock falls from the run's early level (``throttling``).
+throttling (``rising-temperature``, info); throttling is the GPU busy while temperature
+climbs or sits high AND the SM clock falls from the run's early level (``throttling``); without
+clock columns (seeds' logs) it is high temperature at the plateau, or high temperature with power
+pulled well below the run's peak (thermal throttling lowers power; it does not hold it).
 """
 
 from __future__ import annotations
@@ -143,6 +145,9 @@ class _Cfg:
     mem_window_s: float
     mem_horizon_s: float
     mem_min_decline: float
+    mem_recent_s: float
+    throttle_power_drop: float
+    throttle_power_min: float
     low_available: float
     cuda_free_floor: float
     psi_full: float
@@ -181,6 +186,9 @@ class _Cfg:
             mem_window_s=float(a["mem_trend_window_s"]),
             mem_horizon_s=float(a["mem_horizon_s"]),
             mem_min_decline=float(a["mem_min_decline_gb"]) * GB,
+            mem_recent_s=float(a["mem_recent_s"]),
+            throttle_power_drop=float(a["throttle_power_drop_fraction"]),
+            throttle_power_min=float(a["throttle_power_min_fraction"]),
             low_available=float(kb.t("g3.low_available_warn_gb")) * GB,
             cuda_free_floor=float(a["cuda_free_floor_gb"]) * GB,
             psi_full=float(kb.t("g3.psi_full_avg10_warn")),
@@ -270,7 +278,10 @@ class Detector:
         self._utils: list[float] = []
         self._powers_all: list[float] = []
         self._loaded_s = 0.0
+        self._loaded_utils: list[float] = []
+        self._loaded_powers: list[float] = []
         self._mins: dict[str, float] = {}
+        self._mem_hard = False  # memory pressure seen beyond a falling trend (low, page cache, PSI)
         ep = _Episode
         c = self.c
         self._ep: dict[str, _Episode] = {
@@ -359,6 +370,10 @@ class Detector:
         loaded = self._loaded(util, power)
         if loaded:
             self._loaded_s += self._dt
+            if util is not None:
+                self._loaded_utils.append(util)
+            if power is not None:
+                self._loaded_powers.append(power)
             if clock is not None and len(self._ref_clock) < c.ref_samples:
                 self._ref_clock.append(clock)
             if temp is not None and len(self._ref_temp) < c.ref_samples:
@@ -449,7 +464,12 @@ class Detector:
             throttle = busy and (high or climbing or risen) and falling
             rising = at_plateau and climbing and not falling
         else:
-            throttle = at_plateau and high
+            # no clocks: real thermal throttling pulls power down, so hot with power fallen well
+            # below the run's peak (yet still working) counts, not only hot at the plateau
+            peak = self._peak_power
+            pulled = (peak is not None and c.throttle_power_min * peak <= power
+                      <= (1.0 - c.throttle_power_drop) * peak)
+            throttle = high and (at_plateau or pulled)
             rising = at_plateau and climbing and not high
         ep = self._ep["throttling"]
         if ep.step(throttle, pt):
@@ -458,9 +478,8 @@ class Detector:
             if clocks_logged and ref_clock is not None and clock is not None:
                 clk = f"SM clock {ref_clock:.0f} -> {clock:.0f} MHz"
             else:
-                clk = "clocks not logged (judged on temperature at the plateau alone; log clocks.sm to confirm)"
-            self._open("throttling", "G4", ep,
-                       f"throttling: power {power:.0f} W at the plateau while {heat}; {clk}",
+                clk = ("clocks not logged (judged on temperature and power alone; log clocks.sm to confirm)")
+            self._open("throttling", "G4", ep, f"throttling: {self._power_words(power)} while {heat}; {clk}",
                        evidence={"power.draw [W]": power, "temperature.gpu": temp, "clocks.sm [MHz]": clock,
                                  "reference_clock_mhz": ref_clock, "clocks": "logged" if clocks_logged else "unknown"})
         ep = self._ep["rising-temperature"]
@@ -472,6 +491,18 @@ class Detector:
                        f"({power:.0f} W); {clk}: not yet throttling, keep watching",
                        severity="info",
                        evidence={"temperature.gpu": temp, "power.draw [W]": power, "clocks.sm [MHz]": clock})
+
+    def _plateau_level(self) -> float | None:
+        return self.c.plateau_w if self.c.plateau_w is not None else self._peak_power
+
+    def _power_words(self, power: float) -> str:
+        """``power 100 W at the plateau`` only when it is; else ``power 65 W (plateau ~100 W)``."""
+        level = self._plateau_level()
+        if level is None:
+            return f"power {power:.0f} W"
+        if power >= self.c.plateau_fraction * level:
+            return f"power {power:.0f} W at the plateau"
+        return f"power {power:.0f} W (plateau ~{level:.0f} W)"
 
     def _judge_reasons(self, pt: _Point, sample: Mapping[str, Any]) -> None:
         c = self.c
@@ -514,19 +545,17 @@ class Detector:
         if avail is not None and avail < c.low_available:
             why.append(f"MemAvailable {avail / GB:.1f} GB (< {c.low_available / GB:.0f} GB)")
         elif avail is not None and len(self._avail) >= 2:
-            (t0, a0), (t1, a1) = self._avail[0], self._avail[-1]
-            span, drop = t1 - t0, a0 - a1
-            if span >= c.mem_window_s / 2 and drop >= c.mem_min_decline and span > 0:
-                eta = a1 / (drop / span)
-                if eta <= c.mem_horizon_s:
-                    why.append(f"MemAvailable falling {drop / GB:.1f} GB in {span:.0f} s, "
-                               f"{a1 / GB:.1f} GB left: zero in ~{eta:.0f} s at this rate")
+            trend = self._mem_trend()
+            if trend:
+                why.append(trend)
         if (free is not None and free < c.cuda_free_floor and avail is not None
                 and avail >= c.low_available):
             why.append(f"MemFree {free / GB:.1f} GB (what CUDA sees on GB10) while MemAvailable is "
                        f"{avail / GB:.1f} GB: page cache holds the rest (drop caches between runs)")
         if psi is not None and psi >= c.psi_full:
             why.append(f"PSI full avg10 {psi:.2f}%")
+        if any(not w.startswith("MemAvailable falling") for w in why):
+            self._mem_hard = True
         if avail is not None or free is not None or psi is not None:
             ep = self._ep["memory-pressure"]
             if ep.step(bool(why), pt):
@@ -542,6 +571,29 @@ class Detector:
                 self._open("swap-growth", "G3", ep,
                            f"swap in use grew by {grown / GB:.2f} GB to {swap / GB:.2f} GB: the pool is short",
                            evidence={"swap.used [B]": swap, "swap_growth_bytes": grown})
+
+    def _mem_trend(self) -> str | None:
+        """MemAvailable falling over the trend window, STILL falling over the most recent
+        ``mem_recent_s`` (faster than the noise floor's rate), and projected at the recent rate to
+        go below the low-available threshold within the horizon; else None. A model load that
+        takes 70 GB in 90 s and then holds stops counting once the recent stretch is flat."""
+        c = self.c
+        (t0, a0), (t1, a1) = self._avail[0], self._avail[-1]
+        span, drop = t1 - t0, a0 - a1
+        if span <= 0 or span < c.mem_window_s / 2 or drop < c.mem_min_decline:
+            return None
+        recent = [(t, a) for t, a in self._avail if t1 - t <= c.mem_recent_s]
+        rspan = recent[-1][0] - recent[0][0]
+        if len(recent) < 2 or rspan < c.mem_recent_s / 2:
+            return None
+        rate = (recent[0][1] - recent[-1][1]) / rspan  # bytes per second, positive = falling
+        if rate <= c.mem_min_decline / c.mem_window_s:
+            return None
+        eta = max(0.0, a1 - c.low_available) / rate
+        if eta > c.mem_horizon_s:
+            return None
+        return (f"MemAvailable falling {drop / GB:.1f} GB in {span:.0f} s (now {rate * 60 / GB:.1f} GB/min), "
+                f"{a1 / GB:.1f} GB left: below {c.low_available / GB:.0f} GB in ~{eta:.0f} s at this rate")
 
     def _judge_processes(self, pt: _Point, sample: Mapping[str, Any]) -> None:
         procs = processes(sample.get("gpu.processes"))
@@ -574,9 +626,17 @@ class Detector:
                 ev = Event(gotcha="G4", kind="insufficient-load", start=self._first_ts(),
                            end=self._last_ts(), summary=why, severity="info",
                            evidence={"median_util_pct": _median(self._utils),
-                                     "median_power_w": _median(self._powers_all)})
+                                     "median_power_w": _median(self._powers_all),
+                                     "loaded_s": round(self._loaded_s, 1)})
                 self.events.append(ev)
                 self._start_t[id(ev)] = self._first_pt.t if self._first_pt else 0.0
+        if not self._mem_hard:  # a fall that stopped above the floor (a model load), not pressure
+            for ev in self.events:
+                if ev.kind == "memory-pressure" and ev.end is not None and ev.severity == "warn":
+                    low = self._mins.get("avail")
+                    ev.severity = "info"
+                    ev.summary += (f" (stopped by {ev.end}, MemAvailable never below "
+                                   f"{_fmt(None if low is None else low / GB, ' GB', 1)}: a load, not a leak)")
         ranked = sorted(enumerate(self.events), key=lambda ne: (self._start_t.get(id(ne[1]), 0.0), ne[0]))
         return [e.model_copy() for _, e in ranked]
 
@@ -587,16 +647,20 @@ class Detector:
         return self._last_pt.ts if self._last_pt else f"sample {self.count}"
 
     def _insufficient(self) -> str | None:
+        """Why G4 cannot be judged, or None. Load is judged on the loaded stretch, not the whole
+        log: a G4 event that fired, or ``verdict_min_s`` under load, is enough however long the
+        idle part before or after it was."""
         c = self.c
-        if any(e.kind == "low-clock-state" for e in self.events):
+        if any(e.kind in _G4_JUDGED for e in self.events) or self._loaded_s >= c.verdict_min_s:
             return None
         mu, mp = _median(self._utils), _median(self._powers_all)
+        loaded = f"~{self._loaded_s:.0f} s under load"
         if mu is not None and mu < c.load_util:
-            return (f"too little load to judge G4: median utilisation {mu:.0f}% (< {c.load_util:.0f}%); "
-                    "run a representative load for 10-15 minutes")
+            return (f"too little load to judge G4: median utilisation {mu:.0f}% (< {c.load_util:.0f}%), "
+                    f"{loaded}; run a representative load for 10-15 minutes")
         if mu is None and mp is not None and c.plateau_w is not None and mp < c.load_power_w:
             return (f"too little load to judge G4: median power {mp:.0f} W (< {c.load_power_w:.0f} W) "
-                    "and utilisation not logged; run a representative load for 10-15 minutes")
+                    f"and utilisation not logged, {loaded}; run a representative load for 10-15 minutes")
         if mu is None and mp is None:
             return "G4 cannot be judged: the log has neither utilisation nor power"
         return None
@@ -608,6 +672,10 @@ def _safe_call(fn: Callable[[int], bool], pid: int) -> bool:
     except Exception:  # noqa: BLE001 - a failing filter must not stop the judging
         return False
 
+
+# a G4 event that fired means the run was loaded enough to judge G4
+_G4_JUDGED = frozenset({"throttling", "throttle-reason", "power-plateau", "rising-temperature",
+                        "low-clock-state"})
 
 _REASON_NAMES = {0x8: "HwSlowdown", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown"}
 
@@ -625,9 +693,7 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
     first = {k: next(e for e in events if e.kind == k) for k in kinds}
     lines: list[str] = []
     notes: list[str] = []
-    if "insufficient-load" in kinds:
-        lines.append("G4 not judged: " + first["insufficient-load"].summary)
-    elif "throttling" in kinds:
+    if "throttling" in kinds:
         lines.append(f"G4 warn: throttling from {first['throttling'].start}: "
                      "improve cooling or cap run length (do not retune batch size or precision)")
     elif "low-clock-state" in kinds:
@@ -635,14 +701,17 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
                      "clock and power low under load; only a full power-cycle (AC removal) clears it")
     elif "throttle-reason" in kinds:
         lines.append(f"G4 warn: thermal slowdown reported from {first['throttle-reason'].start}")
+    elif "insufficient-load" in kinds:
+        lines.append("G4 not judged: " + first["insufficient-load"].summary)
     elif "rising-temperature" in kinds:
         lines.append("G4 info: temperature rising at full power with clocks holding: not yet throttling; "
                      "watch longer")
     elif "power-plateau" in kinds:
         clocks = "with stable clocks" if "clock" in det._seen else "(clocks not logged)"
         lines.append(f"G4 info: normal sustained power plateau {clocks}: the platform's cap, not a bug")
-    elif det.count:
-        mu, mp = _median(det._utils), _median(det._powers_all)
+    elif det.count:  # medians over the loaded samples: idle stretches around the load do not count
+        mu = _median(det._loaded_utils or det._utils)
+        mp = _median(det._loaded_powers or det._powers_all)
         lines.append(f"G4 info: under load (median util {_fmt(mu, '%')}, power {_fmt(mp, ' W')}) "
                      "without reaching the power plateau; no throttling seen")
     if "insufficient-load" not in kinds and det.count and det._loaded_s < c.verdict_min_s:
@@ -656,10 +725,14 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
     if det.count and "temp" not in det._seen:
         notes.append("no temperature in the log: throttling and rising temperature cannot be judged")
     mem_seen = bool({"avail", "free", "psi"} & det._seen) or det._swap_min is not None
-    if "memory-pressure" in kinds or "swap-growth" in kinds:
-        k = "memory-pressure" if "memory-pressure" in kinds else "swap-growth"
+    mem_warn = [e for e in events if e.kind in ("memory-pressure", "swap-growth") and e.severity == "warn"]
+    if mem_warn:
+        k = "memory-pressure" if any(e.kind == "memory-pressure" for e in mem_warn) else "swap-growth"
+        first[k] = next(e for e in mem_warn if e.kind == k)
         lines.append(f"G3 warn: {first[k].summary} (from {first[k].start}); flush page cache between "
                      "runs, then shorter sequences / smaller batch, bf16 LoRA before QLoRA")
+    elif "memory-pressure" in kinds:
+        lines.append(f"G3 info: {first['memory-pressure'].summary}; no memory pressure at the end of the run")
     elif mem_seen:
         low = det._mins.get("avail")
         lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GB:.1f} GB)"

@@ -48,7 +48,7 @@ _PLOT_SERIES: tuple[tuple[str, str, float], ...] = (
     ("temperature.gpu", "temperature (°C)", 1.0),
     ("power.draw [W]", "power (W)", 1.0),
     ("clocks.sm [MHz]", "SM clock (MHz)", 1.0),
-    ("mem.available [B]", "MemAvailable (GB)", 1e-9),
+    ("mem.available [B]", "MemAvailable (GiB)", 1 / 1024**3),  # GiB, as analyze and the summaries
 )
 _MAX_NOTES = 5  # notes taken over from the sampler / detector
 _PLOT_KEYS = ("timestamp", *(c for c, _l, _s in _PLOT_SERIES))
@@ -103,7 +103,9 @@ class _Sink:
 
     Bytes go to the binary buffer under the stream when there is one (the terminal case), else
     they are decoded incrementally (a text stream in tests). A broken stream (our reader went
-    away) is dropped quietly: the child keeps running and its output keeps being drained.
+    away) is dropped quietly, and the copier stops draining the child's pipe into it and closes
+    its end (see :func:`_copy`): the child's next write then fails with SIGPIPE/EPIPE, as it
+    would had our reader been its own (``watch -- yes | head -1`` ends like ``yes | head -1``).
     """
 
     def __init__(self, stream: Any, lock: threading.RLock) -> None:
@@ -160,9 +162,14 @@ def _sinks(out: Any, err: Any) -> tuple[_Sink, _Sink]:
 
 def _copy(fd: int, sink: _Sink) -> None:
     """Copy a pipe to a sink as bytes arrive (``os.read`` returns what is there, no waiting for
-    a newline: progress bars drawn with ``\\r`` show up at once)."""
+    a newline: progress bars drawn with ``\\r`` show up at once).
+
+    Once the sink is broken (our reader went away) the copy stops and our read end is closed,
+    so the child's next write to that stream gets SIGPIPE/EPIPE, as it would without watch;
+    draining on would keep a ``yes``-like command running forever.
+    """
     try:
-        while chunk := os.read(fd, 65536):
+        while not sink.broken and (chunk := os.read(fd, 65536)):
             sink.write_bytes(chunk)
     except OSError:
         pass
