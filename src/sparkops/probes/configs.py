@@ -35,8 +35,11 @@ from sparkops.knowledge import load as load_kb
 
 try:  # Python 3.11+
     import tomllib as _toml
-except ImportError:  # pragma: no cover - 3.10 falls back to the pattern scan
-    _toml = None  # type: ignore[assignment]
+except ImportError:  # pragma: no cover - Python 3.10: the same parser from PyPI (a dependency there)
+    try:
+        import tomli as _toml  # type: ignore[no-redef]
+    except ImportError:
+        _toml = None  # type: ignore[assignment]  # then TOML is searched by pattern only
 
 SECTION = "configs"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 import urllib.error
@@ -161,7 +162,13 @@ class _AuthOnlyToOrigin(urllib.request.HTTPRedirectHandler):
         self.origin = origin
         self.authorization = authorization
 
+    # urllib before Python 3.11 does not follow 308 (Permanent Redirect), which GitHub uses for moved
+    # repositories; for our GET requests it means the same as 307.
+    http_error_308 = urllib.request.HTTPRedirectHandler.http_error_302
+
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        if code == 308 and sys.version_info < (3, 11):
+            code = 307
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and self.authorization and _origin(new.full_url) == self.origin:
             new.add_unredirected_header("Authorization", self.authorization)
