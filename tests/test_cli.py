@@ -196,3 +196,19 @@ def test_target_python_that_dies_or_hangs_on_import_torch(tmp_path, live, expect
     g1 = next(f for f in data["findings"] if f["gotcha"] == "G1")
     assert g1["status"] in ("fail", "unknown")
     assert expect in json.dumps(g1).lower()
+
+
+def test_triage_gpu_on_snapshots():
+    p = spark_ops("triage", "gpu", "--facts", str(FIXTURES / "facts" / "no_gpu.json"), "--json")
+    assert p.returncode == 2, p.stderr
+    res = json.loads(p.stdout)
+    assert res["fired"] == 1 and res["fix"].startswith("Restart the container")
+    assert [h["status"] for h in res["hypotheses"]] == ["fired"] + ["not reached"] * 4
+    ok = spark_ops("triage", "gpu", "--facts", str(FIXTURES / "facts" / "h200_device_recorded.json"))
+    assert ok.returncode == 0 and ok.stdout.startswith("torch sees the GPU")
+    assert "not checked" not in ok.stdout  # every hypothesis decided on a healthy GPU host
+
+
+def test_triage_gpu_live_never_crashes(tmp_path):
+    p = spark_ops("triage", "gpu", cwd=tmp_path)
+    assert p.returncode in (0, 1, 2) and "Traceback" not in p.stderr

@@ -19,7 +19,7 @@ from sparkops.workload import Workload
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
     from sparkops.report.model import Report
 
-__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain",
+__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain", "triage_gpu",
            "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload"]
 
 
@@ -110,6 +110,29 @@ def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = N
     else:
         source = "given"
     return build_report(facts, workload, kb, facts_source=source)
+
+
+def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = None) -> dict:
+    """The GPU-visibility triage (five hypotheses, in order) on this machine or a snapshot, as a
+    JSON-ready dict: whether torch sees the GPU, each hypothesis's status, the one that fired, its fix."""
+    from sparkops.checks import gpu_visibility
+    from sparkops.facts.model import TorchLive
+
+    if isinstance(facts, (str, Path)):
+        facts = load_facts(Path(facts))
+    elif facts is None:
+        facts = collect(opts)
+    tri = gpu_visibility.triage(facts)
+    live = facts.target.live
+    sees = live.cuda_available if isinstance(live, TorchLive) and live.import_ok else None
+    return {
+        "torch_sees_gpu": sees,
+        "target_python": facts.target.python,
+        "hypotheses": [{"number": n, "hypothesis": h, "status": st} for n, h, st in tri.steps()],
+        "fired": tri.fired,
+        "reason": tri.reason,
+        "fix": tri.fix(),
+    }
 
 
 def write_report(report: Report, path: Path) -> None:

@@ -161,6 +161,39 @@ def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -
     return 0
 
 
+triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                         help="Work a failure's known hypotheses in order, stopping at the first that fires.")
+app.add_typer(triage_app, name="triage")
+
+
+@triage_app.command("gpu")
+def triage_gpu(
+    python: PythonOpt = None,
+    facts: Annotated[Path | None, typer.Option("--facts", help="Triage a recorded snapshot.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> int:
+    """Torch sees no GPU? Runtime flags, CUDA_VISIBLE_DEVICES, /dev/nvidia*, a wedged context, then
+    the torch build — in that order; reinstall advice only for the last. Exit 0 torch sees the GPU,
+    2 a hypothesis fired, 1 undecided."""
+    if facts is None:
+        _prestart(python, False)
+    from sparkops import api
+
+    res = api.triage_gpu(facts, _opts(python, False, [Path.cwd()], True, None))
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+    else:
+        sees = {True: "torch sees the GPU", False: "torch sees NO GPU", None: "torch's view unknown (no live probe)"}
+        lines = [f"{sees[res['torch_sees_gpu']]} ({res['target_python'] or 'no target python'})"]
+        lines += [f"  {h['number']}. {h['status']:<11} {h['hypothesis']}" for h in res["hypotheses"]]
+        if res["fired"] is not None:
+            lines += [f"first that fired: #{res['fired']}: {res['reason']}", f"fix: {res['fix']}"]
+        sys.stdout.write("\n".join(lines) + "\n")
+    if res["fired"] is not None:
+        return 2
+    return 0 if res["torch_sees_gpu"] else 1
+
+
 thermal_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                           help="Background thermal/power/memory sampler (G4, G3, G6) and log analysis.")
 app.add_typer(thermal_app, name="thermal")

@@ -49,6 +49,22 @@ class Triage:
     def fix(self) -> str:
         return FIXES[self.fired] if self.fired is not None else ""
 
+    def steps(self) -> list[tuple[int, str, str]]:
+        """(number, hypothesis, status) in order: "fired", "ruled out", "not checked", or "not reached"
+        (after the one that fired, by design: the order is the point)."""
+        out = []
+        for n, text in HYPOTHESES.items():
+            if n == self.fired:
+                status = "fired"
+            elif n in self.ruled_out:
+                status = "ruled out"
+            elif n in self.not_checked:
+                status = "not checked"
+            else:
+                status = "not reached"
+            out.append((n, text, status))
+        return out
+
 
 def _cvd_hides(value: str | None, device_nodes: int | None) -> str | None:
     if value is None:
@@ -114,6 +130,8 @@ def triage(facts: Facts) -> Triage:
             return Triage(4, f"the driver sees the GPU but CUDA init failed: {live.cuda_error[:160]}",
                           ruled_out, not_checked)
         (ruled_out if facts.gpu.devices else not_checked).append(4)
+    elif isinstance(live, TorchLive) and live.import_ok and live.cuda_available:
+        ruled_out.append(4)  # CUDA initialised in the target: no wedged context
     else:
         not_checked.append(4)
 
