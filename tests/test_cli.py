@@ -212,3 +212,26 @@ def test_triage_gpu_on_snapshots():
 def test_triage_gpu_live_never_crashes(tmp_path):
     p = spark_ops("triage", "gpu", cwd=tmp_path)
     assert p.returncode in (0, 1, 2) and "Traceback" not in p.stderr
+
+
+def test_stack_on_snapshots():
+    p = spark_ops("stack", "--facts", str(FIXTURES / "facts" / "gb10_torchao_013.json"), "--json")
+    assert p.returncode == 2, p.stderr
+    res = json.loads(p.stdout)
+    rows = {r["package"]: r for r in res["packages"]}
+    assert rows["torchao"]["status"] == "off-matrix" and rows["peft"]["status"] == "match"
+    assert res["G9"]["status"] == "fail" and res["matrix"]["last_verified"] == "2026-07-14"
+    ok = spark_ops("stack", "--facts", str(FIXTURES / "facts" / "gb10_ngc_2509_healthy.json"))
+    assert ok.returncode == 0 and "G9 PASS" in ok.stdout
+
+
+def test_stack_on_a_fake_env_with_newer_majors(tmp_path):
+    from fakeenv import make_fake_env
+
+    py = make_fake_env(tmp_path / "env", {"transformers": "6.0.0", "peft": "0.19.1", "trl": "1.8.0"},
+                       torch_version="2.11.0+cu130", torch_cuda="13.0")
+    p = spark_ops("stack", "--python", str(py), "--json", cwd=tmp_path)
+    assert p.returncode in (1, 2), p.stdout + p.stderr
+    rows = {r["package"]: r for r in json.loads(p.stdout)["packages"]}
+    assert rows["transformers"]["status"] == "newer-major" and rows["trl"]["status"] == "match"
+    assert rows["unsloth"]["status"] == "not-installed"

@@ -19,7 +19,7 @@ from sparkops.workload import Workload
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
     from sparkops.report.model import Report
 
-__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain", "triage_gpu",
+__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain", "triage_gpu", "stack",
            "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload"]
 
 
@@ -132,6 +132,33 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         "fired": tri.fired,
         "reason": tri.reason,
         "fix": tri.fix(),
+    }
+
+
+def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
+          kb: Knowledge | None = None) -> dict:
+    """The target environment against the dated known-good matrix: one row per package, the matrix's
+    age, hard blockers and component notes — the G9 judgment with its table (``spark-ops stack``)."""
+    from sparkops.checks import context, g09_container_first
+    from sparkops.checks.base import installed
+
+    kb = kb or load()
+    if isinstance(facts, (str, Path)):
+        facts = load_facts(Path(facts))
+    elif facts is None:
+        facts = collect(opts)
+    g9 = g09_container_first.check(context(facts, kb))
+    mx = kb.matrix
+    age = (facts.collected_at.date() - mx.last_verified).days if facts.collected_at else None
+    return {
+        "target_python": facts.target.python,
+        "matrix": {"version": mx.version, "last_verified": mx.last_verified.isoformat(), "age_days": age,
+                   "refresh_horizon_days": mx.refresh_horizon_days,
+                   "stale": age is not None and age > mx.refresh_horizon_days},
+        "packages": g09_container_first.matrix_rows(kb, installed(facts)),
+        "packages_read": known(facts.target.distributions),
+        "components": mx.component_status,
+        "G9": g9.model_dump(mode="json"),
     }
 
 

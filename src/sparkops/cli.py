@@ -161,6 +161,40 @@ def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -
     return 0
 
 
+@app.command("stack")
+def stack_cmd(
+    python: PythonOpt = None,
+    facts: Annotated[Path | None, typer.Option("--facts", help="Judge a recorded snapshot.")] = None,
+    matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> int:
+    """Installed versions against the dated known-good matrix (G9): per package, the matrix's age,
+    hard blockers. Exit 0 pass/info, 1 warn/unknown/skip, 2 a hard blocker."""
+    if facts is None:
+        _prestart(python, True)
+    from sparkops import api
+
+    res = api.stack(facts, _opts(python, True, [Path.cwd()], True, None), api.knowledge(matrix))
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+    else:
+        mx = res["matrix"]
+        lines = [f"target python: {res['target_python']}",
+                 f"matrix v{mx['version']}, last verified {mx['last_verified']}"
+                 + (f", {mx['age_days']} days old" if mx["age_days"] is not None else "")
+                 + (f" (past its {mx['refresh_horizon_days']}-day horizon)" if mx["stale"] else "")]
+        if not res["packages_read"]:
+            lines.append("installed packages could not be read")
+        lines += [f"  {r['package']:<14} {r['installed'] or '-':<22} verified {r['verified']:<10} {r['status']}"
+                  for r in res["packages"]]
+        g9 = res["G9"]
+        lines.append(f"G9 {g9['status'].upper()}: {g9['summary']}")
+        if g9["fix"]:
+            lines.append(f"fix: {g9['fix']}")
+        sys.stdout.write("\n".join(lines) + "\n")
+    return {"pass": 0, "info": 0, "fail": 2}.get(res["G9"]["status"], 1)
+
+
 triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Work a failure's known hypotheses in order, stopping at the first that fires.")
 app.add_typer(triage_app, name="triage")

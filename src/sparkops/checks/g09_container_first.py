@@ -47,6 +47,30 @@ def _matrix(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> tuple
     return off, newer
 
 
+def matrix_rows(kb, dists: dict[str, str]) -> list[dict[str, str]]:  # noqa: ANN001 - Knowledge
+    """Each known-good package against what is installed: match, off-matrix, newer-major, not-installed,
+    unparseable (``spark-ops stack``)."""
+    rows = []
+    for pin in kb.matrix.known_good:
+        name = canonical_name(pin.name)
+        have = dists.get(name)
+        if have is None:
+            status = "not-installed"
+        else:
+            hv, wv = _v(have), _v(pin.version)
+            if hv is None or wv is None:
+                status = "unparseable"
+            elif Version(hv.public) == wv:
+                status = "match"
+            elif hv.major > wv.major:
+                status = "newer-major"
+            else:
+                status = "off-matrix"
+        rows.append({"package": name, "installed": have or "", "verified": pin.version, "status": status,
+                     "note": pin.note})
+    return rows
+
+
 def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> list[tuple[str, str]]:
     """Hard blockers that apply: (summary, fix)."""
     out: list[tuple[str, str]] = []
