@@ -235,3 +235,25 @@ def test_stack_on_a_fake_env_with_newer_majors(tmp_path):
     rows = {r["package"]: r for r in json.loads(p.stdout)["packages"]}
     assert rows["transformers"]["status"] == "newer-major" and rows["trl"]["status"] == "match"
     assert rows["unsloth"]["status"] == "not-installed"
+
+
+def test_a_bad_matrix_file_is_a_plain_usage_error(tmp_path):
+    bad = tmp_path / "m.yaml"
+    bad.write_text("matrix:\n  version: one\n")
+    p = spark_ops("preflight", "--facts", str(FIXTURES / "facts" / "no_gpu.json"), "--matrix", str(bad),
+                  "--report", str(tmp_path / "r.json"))
+    assert p.returncode == 3 and "matrix." in p.stderr and "internal error" not in p.stderr
+
+
+def test_a_newer_matrix_file_replaces_the_packaged_one(tmp_path):
+    from sparkops.knowledge import __file__ as kfile
+
+    text = (Path(kfile).parent / "stack_matrix.yaml").read_text()
+    newer = tmp_path / "matrix.yaml"
+    newer.write_text(text.replace("last_verified: 2026-07-14", "last_verified: 2026-11-30")
+                     .replace('version: 5.13.1', 'version: 5.14.0'))
+    args = ["stack", "--facts", str(FIXTURES / "facts" / "gb10_ngc_2509_healthy.json"), "--json"]
+    base = json.loads(spark_ops(*args).stdout)
+    over = json.loads(spark_ops(*args, "--matrix", str(newer)).stdout)
+    assert base["matrix"]["last_verified"] == "2026-07-14" and over["matrix"]["last_verified"] == "2026-11-30"
+    assert {r["package"]: r["verified"] for r in over["packages"]}["transformers"] == "5.14.0"

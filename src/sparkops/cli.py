@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sparkops import __version__
-from sparkops.errors import SnapshotError
+from sparkops.errors import InputError
 from sparkops.report.formats import EXIT_TOOL_ERROR, Format
 
 if TYPE_CHECKING:
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except SnapshotError as exc:
+    except InputError as exc:  # a snapshot, a matrix file...: the user's input, said plainly
         typer.echo(f"spark-ops: {exc}", err=True)
         sys.exit(EXIT_TOOL_ERROR)
     except BrokenPipeError:

@@ -1,5 +1,9 @@
 """Errors the front ends report as "the tool could not run" (exit 3). Light on purpose."""
 
 
-class SnapshotError(Exception):
+class InputError(Exception):
+    """Something the user gave cannot be used (a file, an option's value); the message says why."""
+
+
+class SnapshotError(InputError):
     """The snapshot cannot be used (unreadable, not JSON, wrong schema)."""

@@ -123,8 +123,21 @@ def _read(name: str) -> Any:
 
 
 def load_matrix_file(path: Path) -> StackMatrix:
-    """A user-supplied newer matrix (``--matrix FILE``)."""
-    return StackMatrix.model_validate(safe_load(path.read_text(encoding="utf-8"))["matrix"])
+    """A user-supplied newer matrix (``--matrix FILE``, same shape as the packaged stack_matrix.yaml)."""
+    from pydantic import ValidationError
+
+    from sparkops.errors import InputError
+
+    try:
+        data = safe_load(Path(path).read_text(encoding="utf-8"))
+        return StackMatrix.model_validate(data["matrix"])
+    except OSError as exc:
+        raise InputError(f"cannot read the matrix {path}: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, TypeError, KeyError) as exc:
+        raise InputError(f"{path} is not a stack matrix (a YAML file with a top-level `matrix:`): {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"{path}: matrix.{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
 
 @lru_cache(maxsize=1)
