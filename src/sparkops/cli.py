@@ -195,6 +195,15 @@ def stack_cmd(
     return {"pass": 0, "info": 0, "fail": 2}.get(res["G9"]["status"], 1)
 
 
+def _register_setup() -> None:
+    from sparkops import setup
+
+    setup.register(app)
+
+
+_register_setup()
+
+
 triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Work a failure's known hypotheses in order, stopping at the first that fires.")
 app.add_typer(triage_app, name="triage")
