@@ -52,6 +52,15 @@ def missing(why: Why | str, detail: str = "") -> Unavailable:
     return Unavailable(unavailable=Why(why), detail=detail[:500])
 
 
+def from_os_error(exc: OSError, what: str) -> Unavailable:
+    """An OSError as the reason a reading is missing (absent, forbidden, or other)."""
+    if isinstance(exc, FileNotFoundError):
+        return missing(Why.not_found, f"{what} does not exist")
+    if isinstance(exc, PermissionError):
+        return missing(Why.no_permission, f"{what}: permission denied")
+    return missing(Why.error, f"{what}: {exc}")
+
+
 NOT_COLLECTED = Unavailable(unavailable=Why.not_collected)
 
 

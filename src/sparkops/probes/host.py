@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkops.facts.model import ContainerFacts, HostFacts
-from sparkops.facts.reading import Unavailable, Why, missing
+from sparkops.facts.reading import Unavailable, Why, from_os_error, missing
 from sparkops.facts.redact import is_secret_name, redact_env, redact_text
 
 SECTION = "host"
@@ -55,12 +55,8 @@ def read_small(path: Path, limit: int = _READ_LIMIT) -> str | Unavailable:
     try:
         with open(path, "rb") as fh:
             return fh.read(limit).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return missing(Why.not_found, f"{path} does not exist")
-    except PermissionError:
-        return missing(Why.no_permission, f"{path}: permission denied")
     except OSError as exc:
-        return missing(Why.error, f"{path}: {exc}")
+        return from_os_error(exc, str(path))
 
 
 def _exists(path: Path) -> bool:
@@ -243,12 +239,8 @@ def dev_nvidia_access(root: Path) -> dict[str, str] | Unavailable:
     dev = under_root(root, "/dev")
     try:
         entries = sorted(p for p in dev.iterdir() if p.name.startswith("nvidia"))
-    except FileNotFoundError:
-        return missing(Why.not_found, f"{dev} does not exist")
-    except PermissionError:
-        return missing(Why.no_permission, f"cannot list {dev}")
     except OSError as exc:
-        return missing(Why.error, f"cannot list {dev}: {exc}")
+        return from_os_error(exc, str(dev))
     out: dict[str, str] = {}
     for p in entries:
         try:
