@@ -79,9 +79,8 @@ class FakeGitHub(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def api() -> Iterator[tuple[str, type[FakeGitHub]]]:
-    handler = type("Handler", (FakeGitHub,), {"mode": "ok", "requests": []})
+def _serve(handler: type) -> Iterator[tuple[str, type]]:
+    """Serve ``handler`` on a loopback port for one test; yields (base URL, handler class)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -91,6 +90,11 @@ def api() -> Iterator[tuple[str, type[FakeGitHub]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[str, type[FakeGitHub]]]:
+    yield from _serve(type("Handler", (FakeGitHub,), {"mode": "ok", "requests": []}))
 
 
 def gh_path(tmp_path: Path, which: str | None) -> str:
@@ -242,16 +246,7 @@ class Redirector(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def redirector() -> Iterator[tuple[str, type[Redirector]]]:
-    handler = type("RedirectHandler", (Redirector,), {"target": "", "requests": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from _serve(type("RedirectHandler", (Redirector,), {"target": "", "requests": []}))
 
 
 @pytest.mark.parametrize("code", [301, 302, 307, 308])
