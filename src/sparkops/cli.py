@@ -204,6 +204,15 @@ def _register_setup() -> None:
 _register_setup()
 
 
+def _register_plan() -> None:
+    from sparkops.planner import command
+
+    command.register(app)
+
+
+_register_plan()
+
+
 triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Work a failure's known hypotheses in order, stopping at the first that fires.")
 app.add_typer(triage_app, name="triage")
