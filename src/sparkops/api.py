@@ -19,7 +19,7 @@ from sparkops.workload import Workload
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
     from sparkops.report.model import Report
 
-__all__ = ["CollectOptions", "collect", "preflight", "build_report", "exit_code", "explain", "triage_gpu", "stack",
+__all__ = ["CollectOptions", "collect", "preflight", "plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
            "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload"]
 
 
@@ -54,10 +54,13 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     from sparkops.checks import judge
     from sparkops.checks.base import Status
     from sparkops.checks.verdict import verdict as _verdict
-    from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, Report, check_string
+    from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, PlanSummary, Report, check_string
 
     kb = kb or load()
     workload = workload or Workload()
+    plan_summary = None
+    if workload.estimated_peak_gb is None and _plannable(workload):
+        workload, plan_summary = _plan_for_preflight(facts, workload, kb)
     ctx, findings = judge(facts, kb, workload)
     ident = identity_check.identify(facts, kb)
     by_id = {f.gotcha: f for f in findings}
@@ -94,7 +97,80 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
         blocking=blocking,
         probe_notes=notes,
         target_python=facts.target.python,
+        plan=PlanSummary(**plan_summary) if plan_summary else None,
     )
+
+
+def _plannable(w: Workload) -> bool:
+    """A fine-tune with a model or a size: the planner can size it (inference is not planned)."""
+    return w.method in ("full", "lora", "qlora") and bool(w.model or w.params_b)
+
+
+def _plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge) -> tuple[Workload, dict]:
+    """Run the memory planner for preflight's workload against these facts' budget; its peak feeds G3.
+
+    A planner failure (unknown model, no budget) never fails preflight: G3 then says the fit was
+    not tested, and the report carries the planner's reason.
+    """
+    from sparkops.errors import InputError
+    from sparkops.planner import plan as planner
+
+    try:
+        arch, assumed = planner.arch_for(workload)
+        run = planner.run_for(workload)
+        try:
+            budget = planner.budget_from_facts(facts, kb, "facts")
+        except InputError:
+            budget = None
+        if budget is None:
+            est = planner.estimate(arch, run)
+            peak = round(est.peak_total / planner.GB, 2)
+            return workload.model_copy(update={"estimated_peak_gb": peak}), {
+                "peak_gb": peak, "verdict": None, "model": arch.name, "assumed": assumed,
+                "note": "no memory budget in the facts: the peak was estimated but not judged"}
+        res = planner.plan(arch, run, budget, kb, assumed=assumed)
+    except InputError as exc:
+        return workload, {"error": str(exc)}
+    summary = {"peak_gb": res.peak_gb, "budget_gb": res.budget_gb, "verdict": res.verdict, "model": res.model.name,
+               "assumed": assumed, "binding_phase": res.binding_phase, "max_seq_len": res.max_seq_len,
+               "run": f"{run.method} {run.framework} b{run.batch} s{run.seq_len}"
+                      f"{' gc' if run.grad_checkpointing else ''} {run.optimizer}"}
+    return workload.model_copy(update={"estimated_peak_gb": res.peak_gb}), summary
+
+
+def plan(*, model: str | None = None, config: str | None = None, workload: str | Workload | None = None,
+         target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
+         opts: CollectOptions | None = None, kb: Knowledge | None = None, **run_flags: object):
+    """The memory planner: estimate a fine-tune's peak and judge it against a budget.
+
+    Budget, first that applies: ``budget_gb``; ``target`` (a profile's idle budget: plan for a Spark
+    from anywhere); ``facts`` (a snapshot); else this machine's memory and GPU, collected now.
+    Returns a :class:`sparkops.planner.plan.PlanResult`; bad input raises an ``InputError``.
+    """
+    from sparkops.planner import plan as planner
+    from sparkops.workload import parse_workload
+
+    kb = kb or load()
+    wl = workload if isinstance(workload, Workload) else parse_workload(workload or "")
+    arch, assumed = planner.arch_for(wl, model=model, config=config)
+    run = planner.run_for(wl, **run_flags)
+    if budget_gb is not None:
+        if not 0 < budget_gb < 100_000:
+            raise planner.PlanInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
+        unified = True if target is None else planner.budget_from_target(target, kb).unified
+        budget = planner.Budget(gb=budget_gb, source="explicit", unified=unified, detail="given with --budget-gb")
+    elif target is not None:
+        budget = planner.budget_from_target(target, kb)
+    else:
+        if isinstance(facts, (str, Path)):
+            source, facts = str(facts), load_facts(Path(facts))
+        elif facts is None:
+            source = "live"
+            facts = collect(opts or CollectOptions(depth="quick", only=("gpu", "memory", "host")))
+        else:
+            source = "given"
+        budget = planner.budget_from_facts(facts, kb, source)
+    return planner.plan(arch, run, budget, kb, assumed=assumed)
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

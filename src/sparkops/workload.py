@@ -37,7 +37,7 @@ class Workload(BaseModel):
     nodes: int | None = None
     components: list[str] = Field(default_factory=list)  # vllm, unsloth, ... (G8 matching)
     playbook: str | None = None
-    estimated_peak_gb: float | None = None  # filled by the memory planner (G3 fit test hook)
+    estimated_peak_gb: float | None = None  # GB (1e9 bytes): --peak-gb, or the memory planner's peak (G3, G6)
     unparsed: list[str] = Field(default_factory=list)
 
     @property

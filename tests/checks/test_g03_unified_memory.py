@@ -40,11 +40,11 @@ def test_small_cache_does_not_warn():
 
 def test_workload_over_budget_fails():
     f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), Workload(estimated_peak_gb=140.0))
-    assert f.status is Status.fail and "140.0 GiB exceeds the 110.8 GiB budget" in f.summary
+    assert f.status is Status.fail and "130.4 GiB (140 GB) exceeds the 110.8 GiB budget" in f.summary
 
 
 def test_workload_within_margin_warns():
-    f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), Workload(estimated_peak_gb=105.0))
+    f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), Workload(estimated_peak_gb=112.0))  # 104.3 GiB
     assert f.status is Status.warn and "within 10%" in f.summary
 
 
@@ -97,7 +97,7 @@ def test_discrete_gpu_uses_device_free_memory():
 
 
 def test_discrete_gpu_workload_over_device_free_fails():
-    f = run_check("G3", load_facts_fixture("h200_generic"), Workload(estimated_peak_gb=150.0))
+    f = run_check("G3", load_facts_fixture("h200_generic"), Workload(estimated_peak_gb=155.0))  # 144.4 GiB > 139.9 GiB free
     assert f.status is Status.fail
 
 

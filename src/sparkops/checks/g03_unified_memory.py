@@ -23,14 +23,16 @@ def _gib(b: float) -> float:
 
 def _fit(ctx: CheckContext, budget: float | None, fails: list[str], warns: list[str]) -> None:
     """The planned workload's estimated peak (load transient included upstream) against the budget."""
-    peak = ctx.workload.estimated_peak_gb
-    if peak is None or budget is None:
+    peak_gb = ctx.workload.estimated_peak_gb  # GB = 1e9 bytes (the planner's unit); the budget is GiB
+    if peak_gb is None or budget is None:
         return
+    peak = peak_gb * 1e9 / GIB
     margin = float(ctx.kb.t("g3.fit_margin_fraction"))
     if peak > budget:
-        fails.append(f"planned peak {peak:.1f} GiB exceeds the {budget:.1f} GiB budget")
+        fails.append(f"planned peak {peak:.1f} GiB ({peak_gb:g} GB) exceeds the {budget:.1f} GiB budget")
     elif peak > budget * (1 - margin):
-        warns.append(f"planned peak {peak:.1f} GiB is within {margin:.0%} of the {budget:.1f} GiB budget")
+        warns.append(f"planned peak {peak:.1f} GiB ({peak_gb:g} GB) is within {margin:.0%} of the "
+                     f"{budget:.1f} GiB budget")
 
 
 def _psi(psi: object, warns: list[str], evidence: list[Evidence], threshold: float) -> None:

@@ -161,8 +161,9 @@ def check(ctx: CheckContext) -> Finding:
     peak = ctx.workload.estimated_peak_gb
     if peak is not None and pool:
         evidence.append(ev("pool_bytes", pool))
-        if peak * GIB + held > pool:
-            return ctx.finding(GID, Status.fail, f"planned peak {peak:.1f} GiB + neighbours' {held / GIB:.1f} GiB "
+        if peak * 1e9 + held > pool:  # the planned peak is in GB (1e9 bytes)
+            return ctx.finding(GID, Status.fail, f"planned peak {peak * 1e9 / GIB:.1f} GiB + neighbours' "
+                               f"{held / GIB:.1f} GiB "
                                f"exceeds the {pool / GIB:.1f} GiB pool", detail="; ".join(warns),
                                evidence=evidence, notes=notes)
     elif peak is not None:

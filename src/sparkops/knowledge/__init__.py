@@ -49,6 +49,7 @@ class Profile(_Model):
     expected_cuda_major: int | None = None
     nvfp4: bool = False  # has FP4 tensor cores (Blackwell)
     measured_bandwidth_gbs: tuple[float, float] | None = None
+    typical_available_gb: float | None = None  # planning budget of an idle box (GB = 1e9), `plan --target`
     notes: str = ""
 
 

@@ -41,6 +41,23 @@ class BlockingItem(BaseModel):
     fix: str
 
 
+class PlanSummary(BaseModel):
+    """The memory planner's answer for preflight's workload (``spark-ops plan`` has the full breakdown)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    peak_gb: float | None = None  # GB = 1e9 bytes; G3 compares it with the budget
+    budget_gb: float | None = None
+    verdict: Literal["fits", "tight", "does-not-fit"] | None = None
+    model: str | None = None
+    assumed: str | None = None  # set when no model was named and a catalog proxy was planned
+    binding_phase: str | None = None
+    max_seq_len: int | None = None
+    run: str | None = None
+    note: str | None = None
+    error: str | None = None  # why the planner could not run (unknown model, ...)
+
+
 class Report(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -63,6 +80,7 @@ class Report(BaseModel):
     blocking: list[BlockingItem] = Field(default_factory=list)
     probe_notes: list[ProbeRecord] = Field(default_factory=list)  # probes that failed or fell back
     target_python: str = ""
+    plan: PlanSummary | None = None  # the memory planner, when the workload is a sized fine-tune
 
 
 def check_string(f: Finding) -> str:
