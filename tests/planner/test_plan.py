@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, load_facts_fixture
 
+from conftest import FIXTURES, load_facts_fixture
 from sparkops import api
 from sparkops.errors import InputError
 from sparkops.knowledge import load
