@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ def accelerate_rule(params: int, method: str, dtype: str) -> float | None:
 
 # ------------------------------------------------------------------ public calibration rows
 
-FRAMEWORKS = {"lit-gpt": "litgpt", "torchtune": "torchtune", "LLaMA-Factory (HF Trainer)": "hf",
+FRAMEWORKS = {"lit-gpt": "litgpt", "torchtune": "torchtune", "LLaMA-Factory (HF Trainer)": "llama-factory",
               "HF transformers+PEFT custom loop": "hf", "HF Trainer + PEFT (Qwen finetune.py)": "hf",
               "Hugging Face + FA2": "hf"}
 
@@ -87,13 +88,34 @@ def _targets(text: str | None) -> list[str] | None:
     return names
 
 
-def _optimizer(text: str) -> str:
+def _optimizer(text: str) -> str | None:
+    """Only what the row states beyond "AdamW": the framework's preset knows whether its AdamW is fused."""
     t = text.lower()
     if "8bit" in t:
         return "adamw_8bit"
     if "paged" in t:
         return "paged_adamw_32bit"
-    return "adamw_torch"
+    return None
+
+
+def _dropout(row: dict[str, Any]) -> float | None:
+    m = re.search(r"dropout (\d*\.\d+)", f"{row.get('source', '')} {row.get('notes', '')}")
+    return float(m.group(1)) if m else None
+
+
+def measured_view(row: dict[str, Any]) -> str:
+    """Which of the estimator's quantities the row measured.
+
+    ``allocated``: torch's tensor counters (max_memory_allocated, active bytes); ``reserved``:
+    max_memory_reserved (tensors + allocator slack); ``device``: "tool not stated" tables
+    (nvidia-smi-like "GPU memory" / "VRAM"): tensors + slack + CUDA context.
+    """
+    w = row.get("what_was_measured", "").lower()
+    if "max_memory_allocated" in w or "active_bytes" in w or "peak memory active" in w:
+        return "allocated"
+    if "reserved" in w:
+        return "reserved"
+    return "device"
 
 
 def public_points(path: Path) -> tuple[list[Point], list[str]]:
@@ -119,14 +141,20 @@ def public_points(path: Path) -> tuple[list[Point], list[str]]:
             run = build_run(method=row["method"], framework=fw, dtype=dtype, optimizer=_optimizer(row["optimizer"]),
                             batch=row["batch"], seq_len=row["seq_len"], grad_checkpointing=row["grad_checkpointing"],
                             attention=(row.get("attention") or "sdpa").replace("flash_attention_2", "flash"),
-                            loss=_loss(row, fw), lora_r=row.get("lora_rank"), lora_targets=_targets(row.get("lora_targets")))
+                            loss=_loss(row, fw), lora_r=row.get("lora_rank"), lora_targets=_targets(row.get("lora_targets")),
+                            lora_dropout=_dropout(row) if row["method"] != "full" else None,
+                            bnb_keeps_input="bitsandbytes 0.41" in row.get("source", ""))
         except Exception as e:  # noqa: BLE001 - a row the estimator cannot express is reported, not fatal
             skipped.append(f"{rid}: {e}")
             continue
         est = estimate(arch, run)
+        view = measured_view(row)
+        value = {"allocated": est.peak_allocated,
+                 "reserved": est.peak_allocated + est.terms["allocator_slack"],
+                 "device": est.peak_allocated + est.terms["allocator_slack"] + est.terms["cuda_context"]}[view]
         label = (f"{model} {row['method']} b{row['batch']} s{row['seq_len']}"
-                 f"{' gc' if row['grad_checkpointing'] else ''} [{row.get('framework')}]")
-        points.append(Point(rid, "public", label, row["measured_peak_gb"] * 1e9, est.peak_allocated,
+                 f"{' gc' if row['grad_checkpointing'] else ''} [{row.get('framework')}] ({view})")
+        points.append(Point(rid, "public", label, row["measured_peak_gb"] * 1e9, value,
                             accelerate_rule(arch.params_total, row["method"], dtype), note=row.get("confidence", "")))
     return points, skipped
 

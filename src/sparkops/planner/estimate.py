@@ -245,7 +245,7 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
         mods = [m for m in modules if m.role in roles and not m.name.startswith(("expert", "shared", "linear_attn"))]
         if not mods:
             return 0.0
-        base_keeps = run.trains_base or frozen_saves
+        base_keeps = run.trains_base or frozen_saves or run.bnb_keeps_input
         total = 0.0
         shared = base_keeps
         for m in mods:

@@ -269,7 +269,7 @@ def nearest_anchor(params_b: float, method: str) -> Anchor | None:
 # ------------------------------------------------------------------ from a workload
 
 FRAMEWORK_COMPONENTS = {"unsloth": "unsloth", "trl": "trl", "axolotl": "axolotl", "torchtune": "torchtune",
-                        "peft": "hf", "transformers": "hf"}
+                        "llama-factory": "llama-factory", "peft": "hf", "transformers": "hf"}
 
 
 def arch_for(workload: Workload, *, model: str | None = None, config: str | None = None,

@@ -136,6 +136,9 @@ class RunSpec(_M):
     kbit_upcast: bool
     fp32_norm: bool
     expandable_segments: bool = False
+    # bitsandbytes before its "(None, B)" change kept each 4-bit matmul's input for backward
+    # (ctx.tensors = (A, B)); current releases keep only the packed weight
+    bnb_keeps_input: bool = False
 
     @property
     def trains_base(self) -> bool:
@@ -149,7 +152,7 @@ def build_run(*, method: str | None, framework: str | None = None, dtype: str | 
               optimizer: str | None = None, batch: int | None = None, seq_len: int | None = None,
               grad_checkpointing: bool | None = None, attention: str | None = None, loss: str | None = None,
               lora_r: int | None = None, lora_targets: list[str] | None = None, lora_dropout: float | None = None,
-              quant: str | None = None, expandable_segments: bool = False) -> RunSpec:
+              quant: str | None = None, expandable_segments: bool = False, bnb_keeps_input: bool = False) -> RunSpec:
     """Resolve a run from explicit choices on top of the framework's defaults; validate numbers."""
     kb = planner_knowledge()
     fw_key, fw = kb.framework(framework or "hf")
@@ -188,7 +191,8 @@ def build_run(*, method: str | None, framework: str | None = None, dtype: str | 
                    batch=b, seq_len=s,
                    grad_checkpointing=_gc_default(fw, m) if grad_checkpointing is None else grad_checkpointing,
                    attention=att, loss=loss_key, lora=lora, quant=q,  # type: ignore[arg-type]
-                   kbit_upcast=fw.kbit_upcast, fp32_norm=fw.fp32_norm, expandable_segments=expandable_segments)
+                   kbit_upcast=fw.kbit_upcast, fp32_norm=fw.fp32_norm, expandable_segments=expandable_segments,
+                   bnb_keeps_input=bnb_keeps_input and m == "qlora")
 
 
 def _gc_default(fw: Framework, method: str) -> bool:
