@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from hypothesis import given
+from hypothesis import strategies as hst
 from typer.testing import CliRunner
 
 from sparkops import setup as st
@@ -222,3 +224,150 @@ def test_bare_pip_uv_override(work):
     assert data["override_content"].splitlines()[0] == "transformers==5.13.1"
     assert len(data["override_content"].splitlines()) == 9
     assert data["expect"] == "True 13.0"
+
+
+# ---------------------------------------------------------------- bare-pip --exec (fake pythons)
+def pip_env(tmp_path: Path, extra_path: str = "") -> dict[str, str]:
+    return {"PATH": f"{extra_path}:/usr/bin:/bin" if extra_path else "/usr/bin:/bin",
+            "FAKE_PIP_LOG": str(tmp_path / "pip.log")}
+
+
+def pip_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "pip.log"
+    return [ln for ln in log.read_text().splitlines() if "_target_script.py" not in ln] if log.exists() else []
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+
+def test_exec_bare_pip_success_runs_steps_in_order_then_verifies(tmp_path):
+    sink = Sink()
+    res = st.execute_bare_pip(str(FIXTURES / "python-pip-ok"), env=pip_env(tmp_path), out=sink)
+    assert res["exit_code"] == 0 and res["failed_step"] is None
+    assert [s["status"] for s in res["steps"]] == ["ok", "ok", "ok"]
+    assert all(s["exit_code"] == 0 and s["duration_s"] is not None for s in res["steps"])
+    calls = pip_calls(tmp_path)
+    assert calls[0].startswith("-m pip install transformers==5.13.1")
+    assert calls[1].startswith("-m pip install --no-deps unsloth==2026.7.2")
+    assert calls[2] == "-m pip install -U torchao==0.17.0"
+    assert calls[3].startswith("-c import torch")  # verification last
+    assert res["verify"]["status"] == "pass" and res["verify"]["output"] == "True 13.0"
+    assert "Successfully installed" in sink.text  # step output streamed
+
+
+def test_exec_bare_pip_failing_middle_step_stops(tmp_path):
+    res = st.execute_bare_pip(str(FIXTURES / "python-pip-fails-nodeps"), env=pip_env(tmp_path), out=Sink())
+    assert res["exit_code"] == st.EXIT_STEP_FAILED == 1 and res["failed_step"] == 2
+    assert [s["status"] for s in res["steps"]] == ["ok", "failed", "not_run"]
+    assert res["steps"][1]["exit_code"] == 1
+    assert "No matching distribution found for unsloth==2026.7.2" in res["steps"][1]["stderr_tail"]
+    calls = pip_calls(tmp_path)
+    assert len(calls) == 2 and not any("torchao" in c or c.startswith("-c") for c in calls)  # step 3, verify: not run
+    assert res["verify"]["status"] == "not_run"
+
+
+def test_exec_bare_pip_hanging_step_is_killed(tmp_path):
+    t0 = time.monotonic()
+    res = st.execute_bare_pip(str(FIXTURES / "python-pip-hangs-nodeps"), env=pip_env(tmp_path), out=Sink(),
+                              step_timeout_s=1.5)
+    assert time.monotonic() - t0 < 10
+    assert res["exit_code"] == 1 and res["failed_step"] == 2
+    assert res["steps"][1]["status"] == "timeout" and res["steps"][2]["status"] == "not_run"
+    assert not any("torchao" in c for c in pip_calls(tmp_path))
+
+
+def test_exec_bare_pip_verification_false_points_at_triage(tmp_path):
+    res = st.execute_bare_pip(str(FIXTURES / "python-torch-nogpu"), env=pip_env(tmp_path), out=Sink())
+    assert res["exit_code"] == st.EXIT_VERIFY_FAILED == 2
+    v = res["verify"]
+    assert v["status"] == "fail" and v["output"] == "False 13.0" and "sees no GPU" in v["reason"]
+    assert "spark-ops triage gpu --python" in v["hint"]
+
+
+def test_exec_bare_pip_uv_uses_python_and_override(tmp_path):
+    b = tmp_path / "uvbin"
+    b.mkdir()
+    (b / "uv").symlink_to(FIXTURES / "uv-ok")
+    py = str(FIXTURES / "python-pip-ok")
+    res = st.execute_bare_pip(py, uv=True, env=pip_env(tmp_path, str(b)), out=Sink())
+    assert res["exit_code"] == 0
+    text = (tmp_path / "pip.log").read_text()
+    uv_lines = [ln for ln in text.splitlines() if ln.startswith("uv ")]
+    assert len(uv_lines) == 3 and all(f"pip install --python {py} --override " in ln for ln in uv_lines)
+    assert "--no-deps" in uv_lines[1] and "torchao==0.17.0" in uv_lines[2]
+    assert "unsloth_zoo==2026.7.2" in text.splitlines()  # the override file's content
+
+
+def test_exec_bare_pip_refuses_to_start(tmp_path):
+    with pytest.raises(st.SetupError, match="uv not found"):
+        st.execute_bare_pip(str(FIXTURES / "python-pip-ok"), uv=True, env=pip_env(tmp_path), out=Sink())
+    with pytest.raises(st.SetupError, match="does not exist"):
+        st.execute_bare_pip(str(tmp_path / "nope"), env=pip_env(tmp_path), out=Sink())
+
+
+def test_exec_bare_pip_without_torch_installs_nothing(tmp_path):
+    from fakeenv import clean_env, make_fake_env
+
+    py = make_fake_env(tmp_path, {"peft": "0.19.1"}, None, None)  # no torch in it
+    with pytest.raises(st.SetupError, match="torch is not installed"):
+        st.execute_bare_pip(str(py), env=clean_env(), out=Sink())
+
+
+def test_cli_bare_pip_exec_json_and_text(work, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_PIP_LOG", str(tmp_path / "pip.log"))
+    res, rc = invoke(["setup", "bare-pip", "--exec", "--python", str(FIXTURES / "python-pip-fails-nodeps"), "--json"])
+    out = json.loads(res.stdout)  # step output went to stderr: stdout is only the JSON
+    assert rc == 1 and out["failed_step"] == 2
+    assert [(s["n"], s["status"]) for s in out["steps"]] == [(1, "ok"), (2, "failed"), (3, "not_run")]
+    res, rc = invoke(["setup", "bare-pip", "--exec", "--python", str(FIXTURES / "python-pip-fails-nodeps")])
+    assert rc == 1 and "step 2 failed (exit 1)" in res.stdout and "No matching distribution" in res.stdout
+    res, rc = invoke(["setup", "bare-pip", "--exec", "--python", str(FIXTURES / "python-pip-ok")])
+    assert rc == 0 and "PASS: printed 'True 13.0'" in res.stdout
+    res, rc = invoke(["setup", "bare-pip", "--exec", "--python", str(tmp_path / "nope")])
+    assert rc == 3
+
+
+def test_bare_pip_without_exec_runs_nothing(work, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_PIP_LOG", str(tmp_path / "pip.log"))
+    res, rc = invoke(["setup", "bare-pip", "--python", str(FIXTURES / "python-pip-ok")])
+    assert rc == 0 and not (tmp_path / "pip.log").exists()
+
+
+@pytest.mark.parametrize("stdout,ok,error,status,needle", [
+    ("True 13.0\n", True, "", "pass", "as expected"),
+    ("some warning\nTrue 13.0\n", True, "", "pass", "as expected"),
+    ("False 13.0\n", True, "", "fail", "sees no GPU"),
+    ("True 12.8\n", True, "", "fail", "CUDA 12.8"),
+    ("", False, "nonzero_exit", "fail", "import torch failed"),
+    ("", False, "timeout", "fail", "did not finish"),
+])
+def test_judge_verify(stdout, ok, error, status, needle):
+    from sparkops.probes._run import RunResult
+
+    res = RunResult(("py",), ok, 0 if ok else 1, stdout, "ModuleNotFoundError: No module named 'torch'", error, 1.0)
+    got, why = st.judge_verify(res)
+    assert got == status and needle in why
+
+
+@given(hst.text(max_size=200), hst.text(max_size=200), hst.booleans())
+def test_judge_verify_never_raises(stdout, stderr, ok):
+    from sparkops.probes._run import RunResult
+
+    got, why = st.judge_verify(RunResult(("py",), ok, 0, stdout, stderr, "" if ok else "nonzero_exit", 0.1))
+    assert got in ("pass", "fail") and why
+    assert (got == "pass") == (ok and [ln.strip() for ln in stdout.splitlines() if ln.strip()][-1:] == ["True 13.0"])
+
+
+def test_exec_argv():
+    assert st.exec_argv('pip install -U "torchao==0.17.0"', "/v/bin/python", None) == [
+        "/v/bin/python", "-m", "pip", "install", "-U", "torchao==0.17.0"]
+    assert st.exec_argv('uv pip install --override o.txt "a==1"', "/v/py", "/bin/uv") == [
+        "/bin/uv", "pip", "install", "--python", "/v/py", "--override", "o.txt", "a==1"]

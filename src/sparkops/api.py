@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the
     from sparkops.report.model import Report
 
 __all__ = ["CollectOptions", "collect", "preflight", "plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
-           "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload"]
+           "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload", "container_options",
+           "target_label"]
 
 
 def knowledge(matrix: Path | None = None) -> Knowledge:
@@ -29,6 +30,55 @@ def knowledge(matrix: Path | None = None) -> Knowledge:
     if matrix is not None:
         kb = kb.model_copy(update={"matrix": load_matrix_file(matrix)})
     return kb
+
+
+def container_options(opts: CollectOptions | None, image: str, kb: Knowledge | None = None,
+                      lock: Path | None = None) -> CollectOptions:
+    """``opts`` whose target probe runs inside ``image`` (``--container``): an alias (ngc, unsloth)
+    or a tag pinned in the lock file resolves as in ``spark-ops setup docker-run``."""
+    from dataclasses import replace
+
+    from sparkops import setup
+    from sparkops.errors import InputError
+
+    try:
+        resolved, ref, _pinned = setup.run_ref(image, lock, (kb or load()).matrix)
+    except setup.SetupError as exc:
+        raise InputError(str(exc)) from exc
+    base = opts or CollectOptions()
+    return replace(base, container_image=resolved, container_ref=ref)
+
+
+def _live_opts(facts: Facts | Path | None, opts: CollectOptions | None, container: str | None,
+               kb: Knowledge | None) -> CollectOptions | None:
+    """The options for a live collection, in ``container`` when given (a snapshot cannot be)."""
+    if container is None:
+        return opts
+    if facts is not None:
+        from sparkops.errors import InputError
+
+        raise InputError("--container probes an image now; it cannot be combined with --facts")
+    return container_options(opts, container, kb)
+
+
+def target_label(facts: Facts) -> str:
+    """The judged interpreter, and the image and digest when it ran in a container."""
+    t = facts.target
+    if not t.container_ref:
+        return t.python
+    digest = t.container_digest if isinstance(t.container_digest, str) else None
+    if digest is None and t.container_digest is not None:
+        digest = f"digest unavailable: {t.container_digest}"
+    return f"{t.python or 'python'} in container {t.container_ref}" + (f" ({digest})" if digest else "")
+
+
+def _container_json(facts: Facts) -> dict | None:
+    t = facts.target
+    if not t.container_ref:
+        return None
+    digest = t.container_digest
+    return {"image": t.container_image, "ref": t.container_ref,
+            "digest": digest if isinstance(digest, str) or digest is None else digest.model_dump(mode="json")}
 
 
 JUDGING_MODULES = ("sparkops.checks", "sparkops.report.model")
@@ -96,7 +146,7 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
         findings=findings,
         blocking=blocking,
         probe_notes=notes,
-        target_python=facts.target.python,
+        target_python=target_label(facts),
         plan=PlanSummary(**plan_summary) if plan_summary else None,
     )
 
@@ -175,8 +225,10 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
               workload: Workload | None = None, kb: Knowledge | None = None,
-              also_import: tuple[str, ...] = ()) -> Report:
-    """Collect (or load a snapshot), judge, and return the report."""
+              also_import: tuple[str, ...] = (), container: str | None = None) -> Report:
+    """Collect (or load a snapshot), judge, and return the report; ``container``: the target
+    probe runs inside that image, the rest on the host."""
+    opts = _live_opts(facts, opts, container, kb)
     if isinstance(facts, (str, Path)):
         source = str(facts)
         facts = load_facts(Path(facts))
@@ -188,12 +240,15 @@ def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = N
     return build_report(facts, workload, kb, facts_source=source)
 
 
-def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = None) -> dict:
-    """The GPU-visibility triage (five hypotheses, in order) on this machine or a snapshot, as a
-    JSON-ready dict: whether torch sees the GPU, each hypothesis's status, the one that fired, its fix."""
+def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
+               container: str | None = None) -> dict:
+    """The GPU-visibility triage (five hypotheses, in order) on this machine, inside ``container``,
+    or on a snapshot, as a JSON-ready dict: whether torch sees the GPU, each hypothesis's status,
+    the one that fired, its fix."""
     from sparkops.checks import gpu_visibility
     from sparkops.facts.model import TorchLive
 
+    opts = _live_opts(facts, opts, container, None)
     if isinstance(facts, (str, Path)):
         facts = load_facts(Path(facts))
     elif facts is None:
@@ -203,7 +258,9 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
     sees = live.cuda_available if isinstance(live, TorchLive) and live.import_ok else None
     return {
         "torch_sees_gpu": sees,
-        "target_python": facts.target.python,
+        "target_python": target_label(facts),
+        "container": _container_json(facts),
+        "live_unavailable": "" if isinstance(live, TorchLive) else str(live),
         "hypotheses": [{"number": n, "hypothesis": h, "status": st} for n, h, st in tri.steps()],
         "fired": tri.fired,
         "reason": tri.reason,
@@ -212,13 +269,14 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
 
 
 def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
-          kb: Knowledge | None = None) -> dict:
-    """The target environment against the dated known-good matrix: one row per package, the matrix's
-    age, hard blockers and component notes — the G9 judgment with its table (``spark-ops stack``)."""
+          kb: Knowledge | None = None, container: str | None = None) -> dict:
+    """The target environment (or ``container``'s) against the dated known-good matrix: one row per
+    package, the matrix's age, hard blockers and component notes — the G9 judgment with its table."""
     from sparkops.checks import context, g09_container_first
     from sparkops.checks.base import installed
 
     kb = kb or load()
+    opts = _live_opts(facts, opts, container, kb)
     if isinstance(facts, (str, Path)):
         facts = load_facts(Path(facts))
     elif facts is None:
@@ -227,12 +285,14 @@ def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
     mx = kb.matrix
     age = (facts.collected_at.date() - mx.last_verified).days if facts.collected_at else None
     return {
-        "target_python": facts.target.python,
+        "target_python": target_label(facts),
+        "container": _container_json(facts),
         "matrix": {"version": mx.version, "last_verified": mx.last_verified.isoformat(), "age_days": age,
                    "refresh_horizon_days": mx.refresh_horizon_days,
                    "stale": age is not None and age > mx.refresh_horizon_days},
         "packages": g09_container_first.matrix_rows(kb, installed(facts)),
         "packages_read": known(facts.target.distributions),
+        "packages_unavailable": None if known(facts.target.distributions) else str(facts.target.distributions),
         "components": mx.component_status,
         "G9": g9.model_dump(mode="json"),
     }

@@ -45,25 +45,32 @@ QuickOpt = Annotated[bool, typer.Option("--quick", help="Static target probe onl
 ConfigOpt = Annotated[list[Path] | None, typer.Option("--config", help="File or directory to scan for "
                       "parallelism settings (G10); repeatable. Default: the working directory.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
+ContainerOpt = Annotated[str | None, typer.Option("--container", help="Run the target probe inside this "
+                         "image (ngc | unsloth | IMAGE[:TAG], the lock file's pin when there is one) with "
+                         "`docker run --rm --gpus all`; --python then names the interpreter inside it.",
+                         show_default=False)]
 BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in seconds for the whole "
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
-def _prestart(python: Path | None, quick: bool) -> None:
-    """Start the target interpreter's children and NVML's init now, before the heavy imports."""
+def _prestart(python: Path | None, quick: bool, container: str | None = None) -> None:
+    """Start the target interpreter's children and NVML's init now, before the heavy imports
+    (with --container the target runs in the image, started by its probe)."""
     from sparkops.probes.early import warm_nvml
     from sparkops.probes.target_launch import prestart
 
     env = dict(os.environ)
-    prestart(str(python) if python else None, env, "quick" if quick else "full")
+    if container is None:
+        prestart(str(python) if python else None, env, "quick" if quick else "full")
     warm_nvml(env)
 
 
 def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
-          budget: float | None = None) -> api.CollectOptions:
+          budget: float | None = None, container: str | None = None) -> api.CollectOptions:
     from sparkops import api
 
-    budget = budget if budget is not None else float(api.knowledge().t("probes.budget_s"))
+    key = "setup.container_budget_s" if container else "probes.budget_s"  # a container start costs seconds
+    budget = budget if budget is not None else float(api.knowledge().t(key))
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
                               config_paths=tuple(config or [Path.cwd()]), offline=offline, budget_s=budget,
                               counter_window_s=0.1 if quick else 1.0)  # full: hidden behind the torch import
@@ -88,6 +95,7 @@ def preflight(
     config: ConfigOpt = None,
     offline: OfflineOpt = False,
     budget: BudgetOpt = None,
+    container: ContainerOpt = None,
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
     report: Annotated[Path, typer.Option("--report", help="Where env-report.json goes.")] = Path("env-report.json"),
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
@@ -95,7 +103,7 @@ def preflight(
 ) -> int:
     """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
     if facts is None:
-        _prestart(python, quick)
+        _prestart(python, quick, container)
     from sparkops import api
     from sparkops.workload import merge
 
@@ -104,8 +112,9 @@ def preflight(
                estimated_peak_gb=peak_gb)
     kb = api.knowledge(matrix)
     fmt = Format.json if as_json else fmt
-    rep = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget), workload=wl, kb=kb,
-                        also_import=("sparkops.report.render",) if fmt is Format.table else ())
+    rep = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget, container), workload=wl,
+                        kb=kb, also_import=("sparkops.report.render",) if fmt is Format.table else (),
+                        container=container)
     api.write_report(rep, report)
     out = fmt.render(rep, color=sys.stdout.isatty() and fmt is Format.table)
     sys.stdout.write(out)
@@ -166,15 +175,17 @@ def stack_cmd(
     python: PythonOpt = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="Judge a recorded snapshot.")] = None,
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
+    container: ContainerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> int:
     """Installed versions against the dated known-good matrix (G9): per package, the matrix's age,
     hard blockers. Exit 0 pass/info, 1 warn/unknown/skip, 2 a hard blocker."""
     if facts is None:
-        _prestart(python, True)
+        _prestart(python, True, container)
     from sparkops import api
 
-    res = api.stack(facts, _opts(python, True, [Path.cwd()], True, None), api.knowledge(matrix))
+    res = api.stack(facts, _opts(python, True, [Path.cwd()], True, None, container), api.knowledge(matrix),
+                    container=container)
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
     else:
@@ -184,7 +195,7 @@ def stack_cmd(
                  + (f", {mx['age_days']} days old" if mx["age_days"] is not None else "")
                  + (f" (past its {mx['refresh_horizon_days']}-day horizon)" if mx["stale"] else "")]
         if not res["packages_read"]:
-            lines.append("installed packages could not be read")
+            lines.append(f"installed packages could not be read ({res['packages_unavailable']})")
         lines += [f"  {r['package']:<14} {r['installed'] or '-':<22} verified {r['verified']:<10} {r['status']}"
                   for r in res["packages"]]
         g9 = res["G9"]
@@ -222,21 +233,24 @@ app.add_typer(triage_app, name="triage")
 def triage_gpu(
     python: PythonOpt = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="Triage a recorded snapshot.")] = None,
+    container: ContainerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> int:
     """Torch sees no GPU? Runtime flags, CUDA_VISIBLE_DEVICES, /dev/nvidia*, a wedged context, then
     the torch build — in that order; reinstall advice only for the last. Exit 0 torch sees the GPU,
     2 a hypothesis fired, 1 undecided."""
     if facts is None:
-        _prestart(python, False)
+        _prestart(python, False, container)
     from sparkops import api
 
-    res = api.triage_gpu(facts, _opts(python, False, [Path.cwd()], True, None))
+    res = api.triage_gpu(facts, _opts(python, False, [Path.cwd()], True, None, container), container=container)
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
     else:
         sees = {True: "torch sees the GPU", False: "torch sees NO GPU", None: "torch's view unknown (no live probe)"}
         lines = [f"{sees[res['torch_sees_gpu']]} ({res['target_python'] or 'no target python'})"]
+        if res["live_unavailable"]:
+            lines.append(f"  why unknown: {res['live_unavailable']}")
         lines += [f"  {h['number']}. {h['status']:<11} {h['hypothesis']}" for h in res["hypotheses"]]
         if res["fired"] is not None:
             lines += [f"first that fired: #{res['fired']}: {res['reason']}", f"fix: {res['fix']}"]

@@ -204,16 +204,21 @@ def _is_unsloth(image: str, matrix: StackMatrix) -> bool:
     return image.split("@")[0].startswith(unsloth_repo) or "unsloth/unsloth" in image
 
 
+def run_ref(image: str, lock: Path | None = None, matrix: StackMatrix | None = None) -> tuple[str, str, bool]:
+    """(image with the alias resolved, what to run, pinned?): an explicit ``@sha256:`` ref runs as
+    given, else the lock file's pinned digest when it has one, else the tag. ``docker-run`` and
+    ``--container`` both resolve through here. Raises :class:`SetupError` on a bad lock file."""
+    resolved = resolve_alias(image, matrix or _matrix())
+    if "@sha256:" in resolved:
+        return resolved, resolved, True
+    found = pinned_ref(resolved, lock or lock_path())
+    return (resolved, found, True) if found else (resolved, resolved, False)
+
+
 def docker_run(image: str = "ngc", mount: Path | None = None, cmd: list[str] | None = None, *,
                lock: Path | None = None, matrix: StackMatrix | None = None) -> DockerRun:
     matrix = matrix or _matrix()
-    resolved = resolve_alias(image, matrix)
-    ref = resolved
-    pinned = "@sha256:" in resolved
-    if not pinned:
-        found = pinned_ref(resolved, lock or lock_path())
-        if found:
-            ref, pinned = found, True
+    resolved, ref, pinned = run_ref(image, lock, matrix)
     src = (mount or Path.cwd()).expanduser().resolve()
     target = f"/workspace/{src.name or 'host'}"
     unsloth = _is_unsloth(resolved, matrix)
@@ -275,6 +280,174 @@ def bare_pip(matrix: StackMatrix | None = None, *, uv: bool = False,
     return {"uv": uv, "steps": seq, "override_file": override_file if uv else None,
             "override_content": overrides if uv else None, "pins": pins,
             "verify": VERIFY_LINE, "expect": VERIFY_EXPECT, "notes": notes}
+
+
+# ---------------------------------------------------------------- 4b. bare pip, executed
+EXIT_STEP_FAILED = 1
+EXIT_VERIFY_FAILED = 2
+
+
+@dataclass
+class Step:
+    """One command of the sequence and how it went (``status``: ok | failed | timeout | not_run)."""
+
+    n: int
+    command: str  # as the sequence prints it
+    argv: list[str]  # what runs (the target's ``-m pip`` or ``uv pip --python``)
+    status: str = "not_run"
+    exit_code: int | None = None
+    duration_s: float | None = None
+    stderr_tail: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"n": self.n, "command": self.command, "argv": self.argv, "status": self.status,
+                "exit_code": self.exit_code, "duration_s": self.duration_s, "stderr_tail": self.stderr_tail}
+
+
+def exec_argv(line: str, python: str, uv_exe: str | None) -> list[str]:
+    """A printed sequence line as the argv that installs into ``python``'s environment."""
+    words = shlex.split(line)
+    if uv_exe and words[:3] == ["uv", "pip", "install"]:
+        return [uv_exe, "pip", "install", "--python", python, *words[3:]]
+    if words[:1] == ["pip"]:
+        return [python, "-m", "pip", *words[1:]]
+    return words
+
+
+def judge_verify(res: Any, expect: str = VERIFY_EXPECT) -> tuple[str, str]:
+    """(pass | fail, why) for the verification's outcome: exactly ``True 13.0`` passes."""
+    from sparkops.probes._run import RunResult
+
+    assert isinstance(res, RunResult)
+    lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    if res.error == "timeout":
+        return "fail", f"import torch did not finish within {res.duration_s:.0f} s (killed)"
+    if not res.ok or not last:
+        err = (res.stderr.strip().splitlines() or [res.describe()])[-1][:300]
+        return "fail", f"import torch failed: {err}"
+    if last == expect:
+        return "pass", f"printed {last!r} as expected"
+    words = last.split()
+    if words and words[0] == "False":
+        return "fail", f"printed {last!r}: torch sees no GPU"
+    if len(words) == 2 and words[0] == "True":
+        return "fail", f"printed {last!r}: torch is built for CUDA {words[1]}, expected {expect.split()[1]} (G1)"
+    return "fail", f"printed {last!r}, expected {expect!r}"
+
+
+class _Tee:
+    """Copies what a running step has written so far to the user's stream, as it comes.
+
+    :mod:`sparkops.probes._run` owns spawning (own process group, deadline, capped output); its
+    drains expose no hook, so this polls their buffers. Bytes are decoded incrementally so a
+    UTF-8 character split across reads is not mangled."""
+
+    def __init__(self, pending: Any, out: Any) -> None:
+        import codecs
+
+        self.pending, self.out = pending, out
+        self.sent = {"_out": 0, "_err": 0}
+        self.dec = {k: codecs.getincrementaldecoder("utf-8")(errors="replace") for k in self.sent}
+
+    def pump(self, final: bool = False) -> None:
+        for key in self.sent:
+            drain = getattr(self.pending, key, None)
+            data = bytes(getattr(drain, "data", b""))
+            chunk, self.sent[key] = data[self.sent[key]:], len(data)
+            text = self.dec[key].decode(chunk, final=final)
+            if text:
+                self.out.write(text)
+                self.out.flush()
+
+
+def run_step(argv: list[str], timeout: float, env: Mapping[str, str], out: Any, poll_s: float = 0.1) -> Any:
+    """Run one step, bounded, streaming its output to ``out``; the RunResult. Ctrl-C kills it."""
+    import time
+
+    from sparkops.probes._run import spawn
+
+    pending = spawn(argv, env=env)
+    tee = _Tee(pending, out)
+    try:
+        while pending.proc is not None and pending.proc.poll() is None \
+                and time.monotonic() - pending.started < timeout:
+            tee.pump()
+            time.sleep(poll_s)
+        res = pending.result(timeout)
+    finally:
+        pending.kill()
+    tee.pump(final=True)
+    return res
+
+
+def execute_bare_pip(python: str | None = None, *, uv: bool = False, env: Mapping[str, str] | None = None,
+                     out: Any = None, step_timeout_s: float | None = None, verify_timeout_s: float | None = None,
+                     matrix: StackMatrix | None = None) -> dict[str, Any]:
+    """Run the bare-pip sequence in the target environment, step by step, stopping at the first
+    failing step, then the verification. Raises :class:`SetupError` when nothing can start (no
+    interpreter, no uv, no torch in it). The dict carries ``exit_code``: 0 verified, 1 a step
+    failed, 2 the verification failed."""
+    import tempfile
+
+    from sparkops.facts.reading import Unavailable, Why
+    from sparkops.knowledge import load
+    from sparkops.probes import target_env
+    from sparkops.probes._run import run, which
+
+    kb = load()
+    env = dict(env) if env is not None else dict(os.environ)
+    out = out or sys.stdout
+    step_timeout_s = step_timeout_s or float(kb.t("setup.pip_step_timeout_s"))
+    verify_timeout_s = verify_timeout_s or float(kb.t("setup.verify_timeout_s"))
+    tail_lines = int(kb.t("setup.stderr_tail_lines"))
+    exe, chosen = target_env.choose_interpreter(python, env)
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        raise SetupError(f"target interpreter {exe} ({chosen}) does not exist or is not executable")
+    uv_exe = which("uv", env) if uv else None
+    if uv and uv_exe is None:
+        raise SetupError("uv not found on PATH: install it (`curl -LsSf https://astral.sh/uv/install.sh | sh`) "
+                         "or drop --uv")
+    pre = target_env.inspect_target(exe, env, depth="quick", limits=target_env.Limits(
+        float(kb.t("setup.precheck_timeout_s")), 0.0, 0, 0.0))
+    if isinstance(pre.torch, Unavailable) and pre.torch.unavailable is Why.not_found:
+        raise SetupError(f"torch is not installed in {exe}: install the official cu130 wheel first "
+                         "(`pip install torch --index-url https://download.pytorch.org/whl/cu130`) or use the "
+                         "NGC container; the sequence would otherwise pull a torch of its own")
+    notes = [f"target: {exe} ({chosen})"]
+    if pre.env.kind == "system":
+        notes.append(f"{exe} is a system Python: outside a container, prefer an isolated environment (uv venv)")
+    with tempfile.TemporaryDirectory(prefix="spark-ops-") as tmp:
+        override = os.path.join(tmp, "overrides.txt")
+        plan = bare_pip(matrix, uv=uv, override_file=override)
+        if uv:
+            Path(override).write_text(plan["override_content"], encoding="utf-8")
+        steps = [Step(i + 1, line, exec_argv(line, exe, uv_exe)) for i, line in enumerate(plan["steps"])]
+        failed: Step | None = None
+        for step in steps:
+            out.write(f"\n[{step.n}/{len(steps)}] {shlex.join(step.argv)}\n")
+            out.flush()
+            res = run_step(step.argv, step_timeout_s, env, out)
+            step.exit_code, step.duration_s = res.returncode, round(res.duration_s, 1)
+            step.status = "ok" if res.ok else ("timeout" if res.error == "timeout" else "failed")
+            if not res.ok:
+                tail = (res.stderr or res.stdout).strip().splitlines()[-tail_lines:]
+                step.stderr_tail = "\n".join(tail) or res.describe()
+                failed = step
+                break
+    verify: dict[str, Any] = {"command": VERIFY_LINE, "expect": VERIFY_EXPECT, "status": "not_run",
+                              "output": "", "exit_code": None, "duration_s": None, "reason": "", "hint": ""}
+    if failed is None:
+        vres = run([exe, "-c", "import torch; print(torch.cuda.is_available(), torch.version.cuda)"],
+                   timeout=verify_timeout_s, env=env)
+        status, reason = judge_verify(vres)
+        verify.update(status=status, reason=reason, exit_code=vres.returncode, duration_s=round(vres.duration_s, 1),
+                      output=(vres.stdout.strip().splitlines() or [""])[-1][:200])
+        if status != "pass":
+            verify["hint"] = f"run `spark-ops triage gpu --python {shlex.quote(exe)}`: the five hypotheses, in order"
+    code = EXIT_STEP_FAILED if failed else (EXIT_OK if verify["status"] == "pass" else EXIT_VERIFY_FAILED)
+    return {"exec": True, "python": exe, "chosen_because": chosen, "uv": uv, "steps": [s.as_json() for s in steps],
+            "failed_step": failed.n if failed else None, "verify": verify, "notes": notes, "exit_code": code}
 
 
 # ---------------------------------------------------------------- CLI
@@ -384,9 +557,19 @@ def register(app: typer.Typer) -> None:
     @setup_app.command("bare-pip")
     def bare_pip_cmd(
         uv: Annotated[bool, typer.Option("--uv", help="uv pip install with an --override file of the pins.")] = False,
+        do_exec: Annotated[bool, typer.Option("--exec", help="Run it now in the --python environment, step by "
+                                              "step, then the verification.")] = False,
+        python: Annotated[str | None, typer.Option("--python", help="With --exec: the environment's interpreter "
+                          "(default: python3 on PATH).", show_default=False)] = None,
+        step_timeout: Annotated[float | None, typer.Option("--step-timeout", help="With --exec: seconds per "
+                                "step (default from thresholds.yaml: 1800).", show_default=False)] = None,
         as_json: JsonOpt = False,
     ) -> int:
-        """The exact bare-pip install sequence (order and --no-deps matter), then the verification."""
+        """The exact bare-pip install sequence (order and --no-deps matter), then the verification.
+        With --exec: exit 0 verified, 1 a step failed (later steps not run), 2 the verification
+        failed, 3 nothing could start."""
+        if do_exec:
+            return _exec_bare_pip(python, uv, step_timeout, as_json)
         res = bare_pip(uv=uv)
         if as_json:
             _emit_json(res)
@@ -405,6 +588,43 @@ def register(app: typer.Typer) -> None:
         typer.echo("")
         for n in res["notes"]:
             typer.echo(f"note: {n}")
+        typer.echo("note: `spark-ops setup bare-pip --exec --python PATH` runs it and the verification for you")
         return EXIT_OK
 
     app.add_typer(setup_app, name="setup")
+
+
+def _exec_bare_pip(python: str | None, uv: bool, step_timeout: float | None, as_json: bool) -> int:
+    """``bare-pip --exec``: the steps' output streams to stdout (stderr with --json, which keeps
+    stdout for the result)."""
+    try:
+        res = execute_bare_pip(python, uv=uv, out=sys.stderr if as_json else sys.stdout,
+                               step_timeout_s=step_timeout)
+    except SetupError as exc:
+        return _fail(str(exc), as_json)
+    if as_json:
+        _emit_json(res)
+        return int(res["exit_code"])
+    echo = typer.echo
+    echo("")
+    for n in res["notes"]:
+        echo(f"note: {n}")
+    for st in res["steps"]:
+        took = f" ({st['duration_s']:g} s)" if st["duration_s"] is not None else ""
+        echo(f"  {st['n']}. {st['status']:<8}{took} {st['command']}")
+    if res["failed_step"] is not None:
+        st = res["steps"][res["failed_step"] - 1]
+        what = "did not finish in time (killed)" if st["status"] == "timeout" else f"failed (exit {st['exit_code']})"
+        echo(f"step {st['n']} {what}: {st['command']}")
+        if st["stderr_tail"]:
+            echo("stderr (last lines):")
+            for line in st["stderr_tail"].splitlines():
+                echo(f"  | {line}")
+        echo("later steps were not run; fix this one and run again")
+        return int(res["exit_code"])
+    v = res["verify"]
+    echo(f"verify: {v['command']}")
+    echo(f"  {v['status'].upper()}: {v['reason']}")
+    if v["hint"]:
+        echo(f"  next: {v['hint']}")
+    return int(res["exit_code"])

@@ -36,6 +36,10 @@ class CollectOptions:
     cache_dir: Path | None = None
     counter_window_s: float = 0.5  # how long the GPU probe waits to see counters grow
     only: tuple[str, ...] = ()  # restrict to these probe names (tests, benchmarks)
+    # --container: the target probe runs inside this image; ``python`` then names the interpreter
+    # inside it (default: python3, else python, on the image's PATH)
+    container_image: str = ""  # as asked, alias resolved
+    container_ref: str = ""  # what runs: the lock file's repo@sha256:... when pinned, else the tag
 
 
 PROBES: dict[str, str] = {  # section -> module; the target interpreter first: it is the slowest

@@ -24,8 +24,12 @@ MAX_VERSION_PY_CHARS = 65536
 
 def _drop_own_dir_from_path():
     """``python path/to/_target_script.py`` puts this folder first on sys.path; it holds modules
-    named like common ones (``gpu``, ``memory``, ``host``) that must not shadow the user's."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    named like common ones (``gpu``, ``memory``, ``host``) that must not shadow the user's.
+    Fed on stdin (``python -``, inside a container) there is no such folder: nothing to drop."""
+    script = globals().get("__file__")
+    if not script or not os.path.isfile(script):
+        return
+    here = os.path.dirname(os.path.abspath(script))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
 
 

@@ -75,13 +75,18 @@ def unavailable(why: Why, detail: str) -> TargetEnvFacts:
 
 
 def collect(opts: Any) -> TargetEnvFacts:
-    """Probe the interpreter ``opts`` names (``--python``, else python3 on PATH, else ours).
+    """Probe the interpreter ``opts`` names (``--python``, else python3 on PATH, else ours), or
+    the one inside ``opts.container_ref``.
 
     The child timeouts are kept inside the collection budget, so a hanging import comes back as
     ``TorchLive(timed_out=True)`` from here rather than as the runner abandoning the whole section.
     """
-    return inspect_target(opts.python, opts.env, depth=opts.depth,
-                          limits=Limits.from_kb().within(float(getattr(opts, "budget_s", 0) or 0)))
+    budget = float(getattr(opts, "budget_s", 0) or 0)
+    ref = opts.container_ref
+    if ref:
+        return inspect_container(opts.container_image or ref, ref, opts.python, opts.env,
+                                 depth=opts.depth, limits=ContainerLimits.from_kb().within(budget))
+    return inspect_target(opts.python, opts.env, depth=opts.depth, limits=Limits.from_kb().within(budget))
 
 
 def inspect_target(
@@ -120,6 +125,155 @@ def inspect_target(
     return facts
 
 
+# --------------------------------------------------------------------------- inside a container
+@dataclass(frozen=True)
+class ContainerLimits:
+    """Bounds of ``--container`` (thresholds.yaml ``setup.container_*``): the inspect, and each
+    probe container from ``docker run`` to its result."""
+
+    inspect_timeout_s: float
+    quick_timeout_s: float
+    live_timeout_s: float
+
+    @classmethod
+    def from_kb(cls) -> ContainerLimits:
+        from sparkops.knowledge import load
+
+        kb = load()
+        return cls(float(kb.t("setup.container_inspect_timeout_s")), float(kb.t("setup.container_quick_timeout_s")),
+                   float(kb.t("setup.container_live_timeout_s")))
+
+    def within(self, budget_s: float, margin_s: float = 1.0) -> ContainerLimits:
+        """Each bound cut to end ``margin_s`` before ``budget_s`` (0: no cut)."""
+        if budget_s <= 0:
+            return self
+        cap = max(1.0, budget_s - margin_s)
+        return ContainerLimits(min(self.inspect_timeout_s, cap), min(self.quick_timeout_s, cap),
+                               min(self.live_timeout_s, cap))
+
+
+# {{.Id}} always; the registry digests after it (none for a locally built image)
+INSPECT_FORMAT = "{{.Id}}{{range .RepoDigests}} {{.}}{{end}}"
+_SHA_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REPO_DIGEST_RE = re.compile(r"^([^\s@]+)@sha256:[0-9a-f]{64}$")
+_DOCKER_OWN_EXIT = (125, 126, 127)  # docker run itself failed / could not start / no python in the image
+
+
+def image_repo(ref: str) -> str:
+    """``nvcr.io/nvidia/pytorch:25.09-py3`` -> ``nvcr.io/nvidia/pytorch`` (tag and digest dropped)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return (head + "/" if head else "") + last.split(":", 1)[0]
+
+
+def parse_image_inspect(text: str, ref: str) -> tuple[str | None, str | None]:
+    """(image Id, the digest to report) from ``docker image inspect --format INSPECT_FORMAT``.
+
+    The digest is the ``repo@sha256:...`` of the repository asked for when the image has several,
+    else the first one, else the Id (a locally built image has no registry digest). Never raises.
+    """
+    tokens = text.split()
+    image_id = next((t for t in tokens if _SHA_RE.match(t)), None)
+    digests = [t for t in tokens if _REPO_DIGEST_RE.match(t)]
+    if "@sha256:" in ref and ref in digests:
+        return image_id, ref
+    repo = image_repo(ref)
+    same = [d for d in digests if image_repo(d) == repo or image_repo(d).endswith("/" + repo)]
+    return image_id, (same or digests or [image_id])[0]
+
+
+def _docker_problem(res: _run.RunResult, ref: str, what: str) -> tuple[Why, str]:
+    """Why a docker call failed, in words a user can act on."""
+    if res.error == "not_found":
+        return Why.not_found, "docker CLI not found on PATH: install Docker, or drop --container to judge the host"
+    if res.error == "timeout":
+        return Why.timeout, (f"`{what}` did not answer within {res.duration_s:.0f} s (killed): the Docker "
+                             "engine looks hung (`sudo systemctl restart docker`)")
+    text = f"{res.stderr}\n{res.stdout}".strip()
+    if "Cannot connect to the Docker daemon" in text:
+        return Why.error, "the Docker engine is not running: `sudo systemctl start docker`"
+    if "permission denied while trying to connect to the Docker daemon" in text:
+        return Why.no_permission, "no permission to reach the Docker engine: `sudo usermod -aG docker $USER`, log in again"
+    if re.search(r"No such (image|object)|Unable to find image", text):
+        return Why.not_found, (f"image {ref} is not present locally: `docker pull {ref}` "
+                               f"(or `spark-ops setup pin {ref} --pull`) first")
+    tail = text.splitlines()[-1][:300] if text else f"exit {res.returncode}"
+    return Why.error, f"`{what}` failed: {tail}"
+
+
+def inspect_container(
+    image: str,
+    ref: str,
+    python: str | None,
+    env: Mapping[str, str],
+    depth: str = "full",
+    limits: ContainerLimits | None = None,
+) -> TargetEnvFacts:
+    """The target probe run inside ``ref`` (``docker run --rm``, script on stdin), bounded; the
+    digest of the image actually used comes from ``docker image inspect``. No docker, no engine,
+    a missing image or a hang leave the section Unavailable with the reason, never an error."""
+    limits = limits or ContainerLimits.from_kb()
+    base: dict[str, Any] = {"container_image": image, "container_ref": ref, "python": python or "python3",
+                            "chosen_because": f"inside the container {ref}"}
+
+    def failed(why: Why, detail: str, digest: str | Unavailable | None = None) -> TargetEnvFacts:
+        facts = unavailable(why, f"container {ref}: {detail}")
+        return facts.model_copy(update={**base, "container_digest": digest or missing(why, detail)})
+
+    res = _run.run(("docker", "image", "inspect", "--format", INSPECT_FORMAT, ref),
+                   timeout=limits.inspect_timeout_s, env=env)
+    if not res.ok:
+        return failed(*_docker_problem(res, ref, f"docker image inspect {ref}"))
+    _image_id, found = parse_image_inspect(res.stdout, ref)
+    digest: str | Unavailable = found or missing(Why.error, f"docker image inspect printed no Id: {res.stdout[:120]!r}")
+    try:
+        script = SCRIPT.read_text(encoding="utf-8")
+    except OSError as exc:
+        return failed(Why.error, f"cannot read the probe script {SCRIPT}: {exc}", digest)
+
+    def start(mode: str) -> tuple[str, _run.Pending]:
+        name = target_launch.container_name(mode)
+        return name, _run.spawn(target_launch.container_argv(ref, mode, python, name), env=env, stdin_text=script)
+
+    live_run = start("live") if depth == "full" else None  # the slow one first
+    quick_name, quick_pending = start("quick")
+    quick = quick_pending.result(limits.quick_timeout_s)
+    _remove_if_stuck(quick, quick_name, env, limits)
+    payload, problem = parse_result(quick.stdout)
+    if payload is None or payload.get("mode") != "quick" or "error" in payload:
+        if live_run is not None:
+            live_run[1].kill()
+            _remove_if_stuck(live_run[1].result(0), live_run[0], env, limits)
+        if quick.error == "timeout":
+            return failed(Why.timeout, f"the probe container did not finish within {limits.quick_timeout_s:g} s "
+                                       "(killed and removed)", digest)
+        why, detail = (_docker_problem(quick, ref, f"docker run {ref}") if quick.returncode in _DOCKER_OWN_EXIT
+                       else (Why.error, _describe_failure(quick, problem or str((payload or {}).get("error", "")))))
+        return failed(why, detail, digest)
+    facts = facts_from_quick(payload, Limits(0, 0, 0, 0), scan=False)
+    facts = facts.model_copy(update={**base, "container_digest": digest,
+                                     "python": _str(payload.get("executable")) or base["python"]})
+    if live_run is None:
+        return facts
+    name, pending = live_run
+    lres = pending.result(limits.live_timeout_s)
+    _remove_if_stuck(lres, name, env, limits)
+    live: TorchLive | Unavailable
+    if lres.error == "timeout" and not last_stage(lres.stdout):
+        live = missing(Why.timeout, f"the probe container never reached the script within {limits.live_timeout_s:g} s")
+    elif lres.returncode in _DOCKER_OWN_EXIT and parse_result(lres.stdout)[0] is None:
+        live = missing(*_docker_problem(lres, ref, f"docker run {ref}"))
+    else:
+        live = live_from_result(lres, limits.live_timeout_s)
+    return facts.model_copy(update={"live": live})
+
+
+def _remove_if_stuck(res: _run.RunResult, name: str, env: Mapping[str, str], limits: ContainerLimits) -> None:
+    """Killing the docker CLI leaves its container running: remove it by name (bounded)."""
+    if res.error in ("timeout", "signal"):
+        _run.run(("docker", "rm", "-f", name), timeout=limits.inspect_timeout_s, env=env)
+
+
 # --------------------------------------------------------------------------- quick depth
 def run_quick(exe: str, env: Mapping[str, str], limits: Limits) -> TargetEnvFacts:
     """One child lists the environment; this process reads torch's version.py text and ELF needs."""
@@ -132,8 +286,9 @@ def run_quick(exe: str, env: Mapping[str, str], limits: Limits) -> TargetEnvFact
     return facts_from_quick(payload, limits)
 
 
-def facts_from_quick(payload: Mapping[str, Any], limits: Limits) -> TargetEnvFacts:
-    """Turn the quick child's JSON into facts, scanning extension modules on the way."""
+def facts_from_quick(payload: Mapping[str, Any], limits: Limits, scan: bool = True) -> TargetEnvFacts:
+    """Turn the quick child's JSON into facts, scanning extension modules on the way (not when
+    the paths are inside a container: this process cannot read them)."""
     kind = payload.get("env_kind")
     env = PythonEnvFacts(
         kind=kind if kind in ("venv", "uv", "conda", "system") else "unknown",
@@ -149,7 +304,9 @@ def facts_from_quick(payload: Mapping[str, Any], limits: Limits) -> TargetEnvFac
         dists = missing(Why.error, "; ".join(_str_list(payload.get("errors"))) or "no distribution list")
     torch = static_torch(payload, dists)
     sources = payload.get("extension_sources")
-    if isinstance(sources, dict):
+    if not scan:
+        ext, truncated = missing(Why.not_collected, "not scanned: the extension modules are inside the container"), False
+    elif isinstance(sources, dict):
         extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s)
         ext: list[ExtensionNeeds] | Unavailable = extensions
     else:
@@ -376,7 +533,8 @@ def _describe_failure(res: _run.RunResult, problem: str) -> str:
 
 
 __all__ = [
-    "INTEREST", "SECTION", "Limits", "choose_interpreter", "collect", "inspect_target",
+    "INSPECT_FORMAT", "INTEREST", "SECTION", "ContainerLimits", "Limits", "choose_interpreter", "collect",
+    "image_repo", "inspect_container", "inspect_target", "parse_image_inspect",
     "last_stage", "live_from_result", "local_tag", "parse_result", "parse_torch_version_py", "run_live",
     "run_quick", "scan_extensions", "static_torch", "unavailable",
 ]

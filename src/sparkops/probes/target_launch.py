@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Mapping
@@ -56,6 +57,28 @@ def argv_for(exe: str, mode: str) -> tuple[str, ...]:
     if mode == "quick":
         return (exe, str(SCRIPT), "quick", json.dumps(list(INTEREST)))
     return (exe, str(SCRIPT), "live")
+
+
+# Inside the image: the first of python3/python on its PATH reads the probe script from stdin, so
+# the script needs no mount and the image needs nothing but a shell and a Python.
+_FIND_PYTHON = ('for p in python3 python; do command -v "$p" >/dev/null 2>&1 && exec "$p" - "$@"; done; '
+                'echo "spark-ops: no python3 or python on the image PATH" >&2; exit 127')
+
+
+def container_name(mode: str) -> str:
+    """A name to ``docker rm -f`` by: killing the docker CLI at a timeout does not stop the container."""
+    return f"spark-ops-probe-{os.getpid()}-{mode}-{secrets.token_hex(3)}"
+
+
+def container_argv(ref: str, mode: str, python: str | None, name: str) -> tuple[str, ...]:
+    """``docker run`` of the probe script (fed on stdin) in ``ref``: the GPU flags the spec's
+    invocation uses, ``--pull never`` (a missing image is said, not pulled for minutes), no network."""
+    head = ("docker", "run", "--rm", "-i", "--name", name, "--pull", "never", "--network", "none",
+            "--runtime=nvidia", "--gpus", "all", "--ipc=host")
+    args = ("quick", json.dumps(list(INTEREST))) if mode == "quick" else ("live",)
+    if python:
+        return (*head, "--entrypoint", python, ref, "-", *args)
+    return (*head, "--entrypoint", "sh", ref, "-c", _FIND_PYTHON, "sh", *args)
 
 
 def _key(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple:

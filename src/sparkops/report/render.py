@@ -52,7 +52,8 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
         con.print()
     con.print(Text(f"{report.identity.note}", style="dim"))
     if report.target_python:
-        con.print(Text(f"target python: {report.target_python} ({report.depth})", style="dim"))
+        # not wrapped: with --container it carries the image's digest, which must copy-paste whole
+        con.print(Text(f"target python: {report.target_python} ({report.depth})", style="dim"), soft_wrap=True)
     if not report.workload.empty:
         con.print(Text(f"workload: {_workload_line(report)}", style="dim"))
     con.print()
