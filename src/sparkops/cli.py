@@ -224,6 +224,20 @@ def _register_plan() -> None:
 _register_plan()
 
 
+def _register_later_commands() -> None:
+    """Each feature package registers its own command: cli.py stays a thin layer."""
+    from sparkops.bandwidth import command as bandwidth
+    from sparkops.diagnose import command as diagnose
+    from sparkops.fleet import command as fleet
+    from sparkops.mcp_server import command as mcp
+
+    for module in (diagnose, bandwidth, fleet, mcp):
+        module.register(app)
+
+
+_register_later_commands()
+
+
 triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Work a failure's known hypotheses in order, stopping at the first that fires.")
 app.add_typer(triage_app, name="triage")

@@ -1,0 +1,1 @@
+"""Measure device memory bandwidth in the target environment (G5, issue 7)."""

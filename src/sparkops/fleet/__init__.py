@@ -1,0 +1,1 @@
+"""Preflight two or more Sparks together through torch.distributed (issue 8)."""
