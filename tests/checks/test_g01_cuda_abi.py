@@ -177,3 +177,30 @@ def test_extension_need_resolved_through_its_runpath_is_satisfied():
     facts = patch(_with_cu12_extension(), {"target.extensions.0.resolved": {
         "libcudart.so.12": "/opt/venv/lib/python3.12/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"}})
     assert run_check("G1", facts).status is Status.passed
+
+
+def _with_bnb_variants(files: dict[str, str]):
+    """bitsandbytes 0.50.2 ships libbitsandbytes_cuda118.so ... _cuda132.so and loads only the one
+    matching torch.version.cuda (seen on the device H200, where G1 failed on the unused cu12 ones)."""
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    exts = [e.model_dump() for e in base.target.extensions]
+    exts += [{"package": "bitsandbytes", "file": f"bitsandbytes/libbitsandbytes_{v}.so", "needed": [lib]}
+             for v, lib in files.items()]
+    return patch(base, {"target.extensions": exts})
+
+
+def test_per_cuda_variants_judge_only_the_one_torch_loads():
+    f = run_check("G1", _with_bnb_variants({"cuda118": "libcudart.so.11.0", "cuda121": "libcudart.so.12",
+                                            "cuda128": "libcudart.so.12", "cuda130": "libcudart.so.13"}))
+    assert f.status is Status.passed, f.summary
+    assert any("libbitsandbytes_cuda130.so" in n and "4 files" in n for n in f.notes)
+
+
+def test_per_cuda_variants_without_torchs_cuda_are_all_judged():
+    f = run_check("G1", _with_bnb_variants({"cuda121": "libcudart.so.12", "cuda124": "libcudart.so.12"}))
+    assert f.status is Status.fail and "bitsandbytes needs libcudart.so.12" in f.summary
+
+
+def test_a_lone_cuda_named_library_is_still_judged():
+    f = run_check("G1", _with_bnb_variants({"cuda121": "libcudart.so.12"}))
+    assert f.status is Status.fail

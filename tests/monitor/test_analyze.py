@@ -300,3 +300,30 @@ def test_a_stopped_job_still_hot_is_not_throttling():
     # power back at idle (5 W) while the heatsink is still hot: the job ended, no throttling
     rows = [_row(i * 5, 75, 102) for i in range(40)] + [_row(200 + i * 5, 88, 5) for i in range(20)]
     assert "throttling" not in kinds(analyze(rows))
+
+
+H200_WATCH = THERMAL / "h200_watch_matmul_20261203.csv"  # recorded by `spark-ops watch` on the device H200
+
+
+def test_detector_takes_the_sampled_gpus_profile():
+    d = Detector()
+    assert d.profile == "gb10"
+    d.use_gpu("NVIDIA H200")
+    assert d.profile == "generic" and d.c.plateau_w is None
+    d.use_gpu("NVIDIA GB10")
+    assert d.profile == "gb10" and d.c.plateau_w is not None
+
+
+def test_recorded_h200_matmul_run_under_the_generic_profile():
+    """A real 3-minute bf16 matmul job at ~692 W on an H200: its power plateau is information and
+    names no GB10 cap, the temperature climb at full power is not throttling, nothing else fires."""
+    r = analyze_text(H200_WATCH.read_text(), profile="generic")
+    by = {e.kind: e for e in r.events}
+    assert {"power-plateau", "rising-temperature"} <= set(by)
+    assert not {"throttling", "low-clock-state", "memory-pressure"} & set(by)
+    plateau = by["power-plateau"]
+    assert "GB10" not in plateau.summary and "~69" in plateau.summary and plateau.severity == "info"
+    # the load phase ran 06:33:00-06:35:15 (gpu_job.py printed it): the climb starts inside it
+    assert seconds("2026/12/03 06:33:00") < seconds(by["rising-temperature"].start) < seconds("2026/12/03 06:35:15")
+    g = analyze_text(H200_WATCH.read_text(), profile="gb10")  # judged as a Spark, 692 W is no ~100 W cap
+    assert "GB10's sustained cap" in next(e.summary for e in g.events if e.kind == "power-plateau")

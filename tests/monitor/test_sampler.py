@@ -361,3 +361,16 @@ def test_interval_below_minimum_is_refused(tmp_path):
     with pytest.raises(ValueError):
         sampler.check_interval(float("nan"))
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_sampler_reads_the_gpu_name_once_so_the_watch_judges_by_its_profile():
+    class Named(FakeNvml):
+        def nvmlDeviceGetName(self, h):
+            return b"NVIDIA GB10"
+
+    s = Sampler({}, nvml_module=Named())
+    assert s.source == "nvml" and s.gpu_name == "NVIDIA GB10"
+    s.close()
+    s = Sampler({}, nvml_module=FakeNvml())  # a binding without the call: no name, still sampling
+    assert s.source == "nvml" and s.gpu_name is None
+    s.close()

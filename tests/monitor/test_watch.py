@@ -733,3 +733,19 @@ def test_an_existing_log_is_appended_to_never_overwritten(tmp_path: Path) -> Non
     # a command that cannot start leaves an existing log as it was
     missing, _o, _e = run_watch(["no-such-command-sparkops-xyz"], tmp_path, log_path=log)
     assert missing.exit_code == 127 and log.read_text() == after
+
+
+def test_watch_judges_the_sampled_gpu_by_its_own_profile() -> None:
+    """On an H200 the detector must not speak of GB10's ~100 W cap: the sampler's GPU name picks it."""
+    from sparkops.monitor.analyze import Detector
+
+    fake = FakeSampler()
+    src = w._Source(fake, lambda: None, list, lambda: "NVIDIA H200")
+    s = w._Sampling(interval_s=0.1, log_file=None, sample=None, make_sample=lambda: src,
+                    detector_factory=Detector, err=w._sinks(io.BytesIO(), io.BytesIO())[1],
+                    keep_series=False, max_points=100)
+    assert s._setup() and s.detector.profile == "generic" and s.detector.gpu_name == "NVIDIA H200"
+    s = w._Sampling(interval_s=0.1, log_file=None, sample=None,
+                    make_sample=lambda: w._Source(fake, lambda: None, list), detector_factory=Detector,
+                    err=w._sinks(io.BytesIO(), io.BytesIO())[1], keep_series=False, max_points=100)
+    assert s._setup() and s.detector.profile == "gb10"  # no name read: the Spark rules, as before

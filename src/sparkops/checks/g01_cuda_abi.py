@@ -15,7 +15,7 @@ import signal
 
 from sparkops.checks import gpu_visibility
 from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
-from sparkops.facts.model import TorchLive, TorchStatic
+from sparkops.facts.model import ExtensionNeeds, TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, known
 
 GID = "G1"
@@ -100,6 +100,29 @@ def _arch_notes(live: TorchLive, cap: tuple[int, int], warns: list[tuple[str, st
     else:
         notes.append(f"no SASS for {cap[0]}.{cap[1]} in torch's arch list; kernels run from {entry} PTX, "
                      "JIT-compiled by the driver at first use (slow first start, then normal)")
+
+
+def _loaded_variants(exts: list[ExtensionNeeds], cuda: str | None, token: str,
+                     notes: list[str]) -> list[ExtensionNeeds]:
+    """The extensions that can be loaded: of a family of per-CUDA-version alternatives
+    (``libbitsandbytes_cuda121.so`` ... ``_cuda130.so``) only the one torch's CUDA selects, since
+    the others' CUDA 11/12 needs are never loaded. When none matches torch's CUDA, all stay judged."""
+    pattern = re.compile(token)
+    families: dict[tuple[str, str], list[tuple[str, ExtensionNeeds]]] = {}
+    for ext in exts:
+        m = pattern.search(ext.file)
+        if m:
+            families.setdefault((ext.package, pattern.sub("*", ext.file)), []).append((m.group(2), ext))
+    want = {cuda.replace(".", ""), cuda.split(".")[0]} if cuda else set()
+    dropped: set[int] = set()
+    for (package, name), members in families.items():
+        chosen = [e for digits, e in members if digits in want]
+        if len(members) < 2 or not chosen:
+            continue
+        dropped.update(id(e) for _, e in members if e not in chosen)
+        notes.append(f"{package} ships one {name} per CUDA version ({len(members)} files): judged the one torch's "
+                     f"CUDA {cuda} loads ({chosen[0].file})")
+    return [e for e in exts if id(e) not in dropped]
 
 
 def check(ctx: CheckContext) -> Finding:
@@ -202,7 +225,7 @@ def check(ctx: CheckContext) -> Finding:
     exts = target.extensions
     if known(exts):
         unjudged: set[str] = set()
-        for ext in exts:  # type: ignore[union-attr]
+        for ext in _loaded_variants(exts, cuda, kb.t("g1.per_cuda_variant_token"), notes):  # type: ignore[arg-type]
             for lib in ext.needed:
                 if lib not in wheels_for or lib in ext.resolved:  # found through its RUNPATH
                     continue

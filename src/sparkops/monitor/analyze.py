@@ -253,6 +253,7 @@ class Detector:
         self.kb = kb or knowledge.load()
         self.profile: Profile = "generic" if profile == "generic" else "gb10"
         self.c = _Cfg.load(self.kb, self.profile)
+        self.gpu_name: str | None = None
         self.exclude_pid = exclude_pid
         self.events: list[Event] = []
         self.notes: list[str] = []
@@ -337,6 +338,14 @@ class Detector:
             self._mins[key] = min(self._mins.get(key, v), v)
 
     # ---------------------------------------------------------------- feed
+    def use_gpu(self, name: str) -> None:
+        """Judge by the sampled GPU's profile (call before the first sample): the GB10 rules (its
+        ~100 W cap, its low-clock state) only on a GB10, the generic ones elsewhere."""
+        prof = self.kb.profile_for(name)
+        self.gpu_name = name
+        self.profile = "gb10" if prof is not None and prof.key == "gb10" else "generic"
+        self.c = _Cfg.load(self.kb, self.profile)
+
     def feed(self, sample: Mapping[str, Any]) -> list[Event]:
         """Judge one sample; returns the events that open on it (their ``start`` may be a few
         samples back: the first sample of the run that confirmed them)."""
@@ -614,7 +623,7 @@ class Detector:
             name, size = procs.get(pid, ("?", 0.0))
             if ep.step(pid in procs and size > c.heavy_bytes, pt):
                 self._open("new-neighbour", "G6", ep,
-                           f"new GPU process {name} (pid {pid}) holds {size / GB:.1f} GB of the shared pool",
+                           f"new GPU process {name} (pid {pid}) holds {size / GB:.1f} GB of {'the shared pool' if self.profile == 'gb10' else 'GPU memory'}",
                            evidence={"pid": float(pid), "name": name, "bytes": size})
 
     # ---------------------------------------------------------------- finish

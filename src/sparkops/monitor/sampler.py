@@ -256,6 +256,7 @@ class Sampler:
         self.root = root_of(self.env)
         self.notes: list[str] = []
         self.source = "nvidia-smi"
+        self.gpu_name: str | None = None  # read once when NVML opens: the watch judges by the GPU's profile
         self._nvml_timeout = float(nvml_timeout_s if nvml_timeout_s is not None
                                    else kb.t("monitor.sampler_nvml_timeout_s"))
         self._smi_timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.t("monitor.sampler_smi_timeout_s"))
@@ -290,6 +291,9 @@ class Sampler:
             self.notes.append(f"NVML unusable, using nvidia-smi: {exc}"[:500])
             self._close_worker(worker)
             return
+        with contextlib.suppress(Exception):
+            name = worker.call(lambda: nvml.decode(nvml.query(self._nv, "nvmlDeviceGetName", self._handle)), timeout)
+            self.gpu_name = name if isinstance(name, str) and name else None
         self._worker = worker
         self.source = "nvml"
 

@@ -241,6 +241,9 @@ class _Sampling:
         if self._detector_factory is not None:
             try:
                 self.detector = self._detector_factory()
+                name = self._source.gpu_name() if self._source is not None else None
+                if name and hasattr(self.detector, "use_gpu"):  # judge an H200 as an H200, not as a GB10
+                    self.detector.use_gpu(name)
             except Exception as exc:
                 self._warn(f"event detection disabled: the detector could not start ({_exc(exc)}); still logging")
         return True
@@ -361,6 +364,7 @@ class _Source(NamedTuple):
     sample: Callable[[], Sample]
     close: Callable[[], None]
     notes: Callable[[], list[str]]  # why a fallback happened (NVML unusable, ...)
+    gpu_name: Callable[[], str | None] = lambda: None  # the sampled GPU's name, when the sampler read it
 
 
 def _default_sample() -> _Source:
@@ -368,7 +372,7 @@ def _default_sample() -> _Source:
     from sparkops.monitor.sampler import Sampler
 
     s = Sampler(dict(os.environ))
-    return _Source(s.sample, s.close, lambda: list(s.notes))
+    return _Source(s.sample, s.close, lambda: list(s.notes), lambda: s.gpu_name)
 
 
 def _default_detector(own: Callable[[int], bool]) -> DetectorLike:
