@@ -76,6 +76,11 @@ class ModelArch(_Strict):
     sliding_window: int | None = None
     sliding_layers: int = 0
     linear_attention_layers: int = 0  # layers without softmax attention (gated DeltaNet, Mamba)
+    activation: str = ""  # the MLP activation as transformers names it (hidden_act): eager GELU variants keep more
+    parallel_block: bool = False  # attention and MLP read one shared norm output (Phi, parallel-residual StableLM)
+    norms_per_layer: int = 2  # hidden-width norms in a decoder layer (Gemma 2/3 add post-attention/post-MLP norms)
+    qk_norm_width: int = 0  # elements per token normalized by q_norm/k_norm (Qwen3, Gemma 3, OLMo 2, GLM-4.5)
+    norm_fp32_multiply: bool = False  # Gemma's RMSNorm scales in fp32: it keeps fp32 tensors, not bf16 ones
     params_total: int
     params_embedding: int
     params_lm_head: int  # 0 when tied
@@ -218,6 +223,9 @@ class _Shape:
     sliding_window: int | None = None
     sliding_layers: int = 0
     linear_attention_layers: int = 0
+    parallel_block: bool = False
+    norms_per_layer: int = 2
+    qk_norm_width: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -298,12 +306,16 @@ def _llama_like(mt: str, cfg: Mapping[str, Any]) -> _Shape:
     o_bias = mt == "gpt_oss" or (mt in {"llama", "olmo2", "nemotron", "granite"} and _flag(cfg, "attention_bias", False))
     attn, extra = _attn(h, heads, kv, hd, qkv_bias=qkv_bias, o_bias=o_bias, fused=mt == "phi3")
     extra += norms * norm_p
+    qk_width = 0  # elements per token the q/k norms normalize (activations), whatever their parameter shape
     if mt in {"qwen3", "qwen3_moe", "gemma3_text"} or (mt == "glm4_moe" and _flag(cfg, "use_qk_norm", False)):
         extra += 2 * hd  # per-head q_norm / k_norm
+        qk_width = q_dim + k_dim
     if mt == "olmo2":
         extra += q_dim + k_dim  # full-width q_norm / k_norm
+        qk_width = q_dim + k_dim
     if mt == "stablelm" and _flag(cfg, "qk_layernorm", False):
         extra += q_dim + k_dim
+        qk_width = q_dim + k_dim
     if mt == "gpt_oss":
         extra += heads  # attention sinks
     mlp_bias = _flag(cfg, "mlp_bias", False) and mt in {"llama", "nemotron", "granite"}
@@ -332,7 +344,9 @@ def _llama_like(mt: str, cfg: Mapping[str, Any]) -> _Shape:
             sw = None
 
     shape = _Shape(hidden=h, heads=heads, kv_heads=kv, head_dim=hd, vocab=vocab, tied=tied, norm=norm, mlp_gated=gated,
-                   intermediate=0, kinds=[], final_extra=final, sliding_window=sw, sliding_layers=sliding, notes=notes)
+                   intermediate=0, kinds=[], final_extra=final, sliding_window=sw, sliding_layers=sliding, notes=notes,
+                   parallel_block=mt == "stablelm" and bool(cfg.get("use_parallel_residual")),
+                   norms_per_layer=max(norms, 2) if mt != "olmo" else 2, qk_norm_width=qk_width)
 
     experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "glm4_moe": "n_routed_experts"}.get(mt, "num_experts")
     if mt in {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "glm4_moe"}:
@@ -404,7 +418,8 @@ def _phi(cfg: Mapping[str, Any]) -> _Shape:
         extra += 4 * hd
     tied = _flag(cfg, "tie_word_embeddings", False)
     return _Shape(hidden=h, heads=heads, kv_heads=kv, head_dim=hd, vocab=vocab, tied=tied, norm="layer", mlp_gated=False,
-                  intermediate=i, kinds=[_Kind(count=layers, linears=lin, extra=extra)], final_extra=2 * h + (0 if tied else vocab))
+                  intermediate=i, kinds=[_Kind(count=layers, linears=lin, extra=extra)], final_extra=2 * h + (0 if tied else vocab),
+                  parallel_block=True)
 
 
 def _bloom(cfg: Mapping[str, Any]) -> _Shape:
@@ -605,11 +620,25 @@ def from_config(cfg: Mapping[str, Any], *, id: str = "custom", name: str | None 
         vocab=s.vocab, tied_embeddings=s.tied, experts=s.experts, experts_per_token=s.experts_per_token,
         expert_intermediate=s.expert_intermediate, shared_experts=s.shared_experts, shared_intermediate=s.shared_intermediate,
         moe_layers=s.moe_layers, sliding_window=s.sliding_window, sliding_layers=s.sliding_layers,
-        linear_attention_layers=s.linear_attention_layers, params_total=total, params_embedding=emb, params_lm_head=head,
+        linear_attention_layers=s.linear_attention_layers, activation=_activation(mt, text),
+        parallel_block=s.parallel_block, norms_per_layer=s.norms_per_layer, qk_norm_width=s.qk_norm_width,
+        norm_fp32_multiply=mt in {"gemma", "gemma2", "gemma3_text"}, params_total=total, params_embedding=emb, params_lm_head=head,
         params_linear=sum(k.count * k.linear_weights() for k in s.kinds), params_active=total - inactive, largest_linear=largest,
         linear_shapes=shapes, stored_dtype=str(dtype) if isinstance(dtype, str) else None,
         prequantized=_prequantized(text.get("quantization_config")), approximate=notes + s.notes,
     )
+
+
+_DEFAULT_ACT = {"phi": "gelu_new", "gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh",
+                "gemma3_text": "gelu_pytorch_tanh", "bloom": "bloom_gelu"}
+
+
+def _activation(mt: str, cfg: Mapping[str, Any]) -> str:
+    """The MLP activation's transformers name: the config's, else the family's default."""
+    for key in ("hidden_activation", "hidden_act", "activation_function"):
+        if isinstance(cfg.get(key), str):
+            return cfg[key].strip().lower()
+    return _DEFAULT_ACT.get(mt, "silu")
 
 
 # --------------------------------------------------------------------------- catalog lookup

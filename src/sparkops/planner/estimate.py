@@ -263,7 +263,15 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
         return total + (x_bytes * width if shared else 0.0)
 
     # norms: HF RMSNorm keeps its fp32 input, plus the normalized tensor when its weight trains
-    norm = (4.0 * h + (stream * h if run.trains_base else 0.0)) if run.fp32_norm or fp32_stream else stream * h
+    if arch.norm_fp32_multiply:  # Gemma: x.float() kept, and the fp32 product when the weight trains
+        per_elem = 4.0 + (4.0 if run.trains_base else 0.0)
+    elif run.fp32_norm or fp32_stream:
+        per_elem = 4.0 + (stream if run.trains_base else 0.0)
+    else:
+        per_elem = stream
+    norm = per_elem * h
+    # Gemma 2/3's extra post-attention and post-MLP norms, and per-head q/k norms
+    extra_norms = per_elem * (h * (arch.norms_per_layer - 2) + arch.qk_norm_width)
     x_in = inner if not fp32_stream or run.method == "qlora" else DTYPE_BYTES[run.compute_dtype]
     # attention core
     if run.attention == "eager":
@@ -272,14 +280,19 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
     else:
         core = inner * (2 * q + 2 * kvd)  # Q, K, V (GQA-native), O
         bwd_attn = 0.0
-    attn_layer = norm + group_input({"qkv"}, h, x_in) + core + group_input({"attn_out"}, q, inner)
+    attn_layer = norm + extra_norms + group_input({"qkv"}, h, x_in) + core + group_input({"attn_out"}, q, inner)
     # MLP (dense layers)
     i = arch.intermediate
+    act_extra = inner * i * co.activation_extra_saved.get(arch.activation, 0)  # composed GELUs keep intermediates
     if arch.mlp_gated:
-        mlp_dense = 3 * inner * i + group_input({"mlp_out"}, i, inner)  # act input, act output, up output
+        mlp_dense = 3 * inner * i + group_input({"mlp_out"}, i, inner) + act_extra  # act input, act output, up output
     else:
-        mlp_dense = inner * i + group_input({"mlp_out"}, i, inner)  # activation input
-    mlp_common = norm + group_input({"mlp_in"}, h, x_in)
+        mlp_dense = inner * i + group_input({"mlp_out"}, i, inner) + act_extra  # activation input
+    if arch.parallel_block:  # one norm feeds both branches: its output is kept once, beside the attention's
+        shared = group_input({"qkv", "mlp_in"}, h, x_in)
+        mlp_common = shared - group_input({"qkv"}, h, x_in)
+    else:
+        mlp_common = norm + group_input({"mlp_in"}, h, x_in)
     # MoE layers: per token, top-k experts each with their own gathered input and intermediates
     moe = 0.0
     if arch.moe_layers:

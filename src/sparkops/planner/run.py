@@ -65,6 +65,7 @@ class Coefficients(_M):
     cuda_context_gb: float
     host_process_gb: float
     load_inflight_tensors: int
+    activation_extra_saved: dict[str, int] = Field(default_factory=dict)
 
 
 class Anchor(_M):
