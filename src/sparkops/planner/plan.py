@@ -223,7 +223,7 @@ def plan(arch: ModelArch, run: RunSpec, budget: Budget, kb: Knowledge, *, assume
         step += 1
         ladder.append(LadderStep(step=step, action="smaller model or two Sparks",
                                  detail="a smaller model of the same family, or shard across two Sparks "
-                                        "(FSDP / tensor parallel over ConnectX-7: see G10)"))
+                                        "with FSDP (DDP/FSDP only: never tensor parallel across nodes, G10)"))
     notes = list(est.notes)
     if run.grad_checkpointing and run.framework == "unsloth":
         notes.append("Unsloth's offloaded checkpointing moves checkpoints to 'CPU' memory: on a Spark that is the "
