@@ -2,8 +2,55 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+EXIT_NONE, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 3
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to ``app`` (filled in by the issue's work)."""
+    @app.command("diagnose")
+    def diagnose_cmd(
+        files: Annotated[list[str] | None, typer.Argument(help="Logs, tracebacks, dmesg, issue text, collect_env "
+                                                           "output; `-` or none: standard input.",
+                                                      show_default=False)] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="One object per input, in input order.")] = False,
+        facts: Annotated[Path | None, typer.Option("--facts", help="A recorded snapshot (spark-ops collect) to "
+                                                   "confirm or rule out findings.", show_default=False)] = None,
+        live: Annotated[bool, typer.Option("--live", help="Collect this machine's facts (quick) to confirm or "
+                                           "rule out findings.")] = False,
+        top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N findings per input.",
+                                                show_default=False)] = None,
+    ) -> int:
+        """Which gotcha (G1-G10) does this log point at? Findings ranked by confidence, with the evidence
+        lines, why they point there, and the fix. Exit 0 nothing matched, 1 findings, 3 an input could not
+        be read."""
+        from sparkops.diagnose import diagnose_files
+        from sparkops.diagnose.render import render_all
+
+        if facts is not None and live:
+            raise typer.BadParameter("give --facts FILE or --live, not both", param_hint="--facts/--live")
+        snapshot = None
+        if facts is not None:
+            from sparkops.api import load_facts
+
+            snapshot = load_facts(facts)
+        elif live:
+            from sparkops.api import CollectOptions, collect
+
+            snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=(Path.cwd(),)))
+        results = diagnose_files(list(files or ["-"]), facts=snapshot, top=top)
+        if as_json:
+            sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in results], indent=2) + "\n")
+        else:
+            sys.stdout.write(render_all(results))
+        unreadable = [d for d in results if d.error is not None]
+        for d in unreadable:
+            typer.echo(f"spark-ops diagnose: {d.error}", err=True)
+        if unreadable:
+            return EXIT_UNREADABLE
+        return EXIT_FINDINGS if any(d.findings for d in results) else EXIT_NONE

@@ -1,0 +1,48 @@
+"""Readable output for ``spark-ops diagnose``: per input, findings best first, then the notes."""
+
+from __future__ import annotations
+
+import textwrap
+
+from sparkops.diagnose.model import Diagnosis, Finding
+
+_WIDTH = 110
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
+
+
+def render_finding(f: Finding) -> list[str]:
+    lines = [f"{f.gotcha}  {f.title}  (confidence {f.confidence:.2f})"]
+    lines += _wrap(f"why: {f.why}", "  ")
+    for e in f.evidence:
+        lines += _wrap(f"line {e.line}: {e.text}", "  ")
+        lines += _wrap(f"-> {e.why}", "      ")
+    for fe in f.facts:
+        lines += _wrap(f"fact {fe.fact} = {fe.value}: {fe.effect}", "  ")
+    lines += _wrap(f"fix: {f.fix}", "  ")
+    return lines
+
+
+def render_diagnosis(d: Diagnosis, header: bool = True) -> str:
+    lines = [f"== {d.file}"] if header else []
+    if d.error is not None:
+        lines.append(f"could not read: {d.error}")
+        return "\n".join(lines) + "\n"
+    if not d.findings:
+        lines.append("none of the ten: no G1-G10 symptom found")
+    for i, f in enumerate(d.findings):
+        if i:
+            lines.append("")
+        lines += render_finding(f)
+    if d.notes:
+        lines.append("notes:")
+        for n in d.notes:
+            lines += _wrap(f"- {n}", "  ")
+    return "\n".join(lines) + "\n"
+
+
+def render_all(diagnoses: list[Diagnosis]) -> str:
+    many = len(diagnoses) > 1
+    return "\n".join(render_diagnosis(d, header=many or d.file != "-") for d in diagnoses)

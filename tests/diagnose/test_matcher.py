@@ -1,0 +1,350 @@
+"""The matcher: each gotcha, each context rule both ways, facts, the knowledge file, the contract."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from conftest import load_facts_fixture
+from sparkops.diagnose import Diagnosis, diagnose_files, diagnose_text
+from sparkops.diagnose import rules as symptom_rules
+from sparkops.diagnose.rules import GOTCHAS
+from sparkops.knowledge import load as load_catalog
+from sparkops.knowledge import safe_load
+
+# One representative input per gotcha, in the words these failures really use.
+EACH_GOTCHA = {
+    "G1": "import vllm\nImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    "G2": "Building wheel for flash-attn (setup.py) ... error\n  error: subprocess-exited-with-error\n"
+          "Failed to build flash-attn",
+    "G3": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+          "of 119.70 GiB of which 1.21 GiB is free.",
+    "G4": "    Clocks Event Reasons\n        HW Slowdown                       : Active\n"
+          "        SW Thermal Slowdown               : Active\nthroughput drops after two hours of training",
+    "G5": "Llama-3.3-70B dense decode only reaches 4 tok/s; the plan assumed 273 GB/s memory bandwidth",
+    "G6": "I run vllm serve alongside a LoRA fine-tune on the same Spark; the KV cache gets evicted and there is "
+          "no OOM in either log",
+    "G7": "Switched from FP8 to NVFP4: NVFP4 is 30% slower than FP8 on the GB10 (18 vs 26 tok/s)",
+    "G8": "Following the vLLM playbook from build.nvidia.com/spark step by step, the playbook fails at step 3:\n"
+          "manifest for nvcr.io/nvidia/vllm:25.09-py3-spark not found: manifest unknown",
+    "G9": "ImportError: Found an incompatible version of torchao. Found version 0.13.0+git, but only versions "
+          "above 0.16.0 are supported",
+    "G10": "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 2 on two Sparks over ray\n"
+           "[E ProcessGroupNCCL.cpp:632] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+           "OpType=ALLGATHER) ran for 600003 milliseconds before timing out.",
+}
+
+
+def top(text: str, **kw) -> str:
+    return diagnose_text(text, **kw).top
+
+
+@pytest.mark.parametrize("gotcha", GOTCHAS)
+def test_each_gotcha_is_recognised(gotcha):
+    d = diagnose_text(EACH_GOTCHA[gotcha])
+    assert d.top == gotcha, d.model_dump()
+    f = d.findings[0]
+    assert 0 < f.confidence <= 1 and f.evidence and f.why and f.fix
+    assert f.title == load_catalog().gotcha(gotcha).title
+    assert f.fix == load_catalog().gotcha(gotcha).fix
+
+
+def test_evidence_points_at_the_lines_that_matter():
+    text = "step 1 ok\nstep 2 ok\n\x1b[31mImportError: libcudart.so.12: cannot open shared object file\x1b[0m\n"
+    f = diagnose_text(text).findings[0]
+    assert [e.line for e in f.evidence] == [3]
+    assert f.evidence[0].text.startswith("ImportError: libcudart.so.12")  # ANSI stripped
+    assert "CUDA 12" in f.evidence[0].why
+
+
+def test_plain_logs_are_none_of_the_ten():
+    for text in ("", "epoch 1/3 loss 1.234\nepoch 2/3 loss 0.987\nsaved checkpoint to out/",
+                 "OSError: You are trying to access a gated repo.\n401 Client Error",
+                 "KeyError: 'qwen3_next'", "hangs"):  # one weak word is not enough
+        d = diagnose_text(text)
+        assert d.findings == [], (text, d.model_dump())
+        assert d.top == "none"
+
+
+# ---------------------------------------------------------------- context rules, both ways
+def test_undefined_symbol_between_cu13_nightlies_is_drift_not_abi():
+    drift = ("ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
+             "_ZN2at4cuda24getCurrentCUDABlasHandleEv\nvllm 0.19.1rc1.dev71+gdd9342e6b, torch 2.12.0.dev20260409+cu130")
+    abi = ("ImportError: /opt/venv/lib/python3.12/site-packages/bitsandbytes/libbitsandbytes_cuda128.so: "
+           "undefined symbol: cudaGetDriverEntryPointByVersion, version libcudart.so.12")
+    d = diagnose_text(drift)
+    assert d.top == "G9"
+    assert "drift" in d.findings[0].why
+    assert top(abi) == "G1"
+    # the same undefined symbol with a CUDA 12 build named stays G1
+    assert top(drift.replace("+cu130", "+cu128")) == "G1"
+
+
+def test_capability_121_warning_is_harmless_but_an_old_build_is_not():
+    harmless = ("UserWarning:\n    Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n"
+                "    Minimum and Maximum cuda capability supported by this version of PyTorch is\n    (8.0) - (12.0)\n")
+    d = diagnose_text(harmless)
+    assert d.findings == []
+    assert any("harmless" in n and n.startswith("line 2:") for n in d.notes)
+    old = harmless.replace("(8.0) - (12.0)", "(5.0) - (9.0)")
+    assert top(old) == "G1"
+    incompatible = ("NVIDIA GB10 with CUDA capability sm_121 is not compatible with the current PyTorch installation.\n"
+                    "The current PyTorch install supports CUDA capabilities sm_50 sm_80 sm_86 sm_90.")
+    assert top(incompatible) == "G1"
+
+
+def test_two_node_hang_with_an_oom_is_g3_without_it_g10():
+    hang = ("torchrun --nnodes=2 --node_rank=0 --master_addr=spark-01 serve.py --tensor-parallel-size 2\n"
+            "[rank0]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1183, OpType=ALLREDUCE) ran "
+            "for 600000 milliseconds before timing out.")
+    assert top(hang) == "G10"
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB.\n" + hang
+    d = diagnose_text(oom)
+    assert d.top == "G3"
+    assert "consequence" in d.findings[0].why
+
+
+def test_slow_nvfp4_on_a_dense_model_is_bandwidth_unless_fp8_is_faster():
+    dense = ("Llama-3.3-70B-Instruct-NVFP4 serves at ~4 tok/s on a single Spark; MoE models with A3B run at "
+             "50 tok/s, the dense one is slow")
+    assert top(dense) == "G5"
+    vs_fp8 = "Llama-3.3-70B-Instruct in NVFP4 serves at 4 tok/s, slower than the FP8 checkpoint at 6 tok/s"
+    assert top(vs_fp8) == "G7"
+
+
+def test_no_vram_in_a_monitor_is_harmless_unless_something_ran_out():
+    nvsmi = ("| N/A   36C    P8              3W /  N/A  | Not Supported          |      0%      Default |\n"
+             "nvtop shows no VRAM for my GB10")
+    d = diagnose_text(nvsmi)
+    assert d.findings == []
+    assert any("unified memory" in n for n in d.notes)
+    d = diagnose_text(nvsmi + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB.")
+    assert d.top == "G3"
+
+
+def test_ptxas_rejecting_sm121a_is_triton_not_nvfp4():
+    ptxas = ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+             "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\nserving an NVFP4 checkpoint")
+    assert top(ptxas) == "G9"
+    assert top("NVFP4 kernels built for sm_121 without sm_121a are slower than FP8 on my Spark") == "G7"
+
+
+def test_compiler_killed_building_flash_attn_is_g2_a_training_kill_is_g3():
+    build = "MAX_JOBS=16 pip install flash-attn --no-build-isolation\nBuilding wheel for flash-attn\nKilled\n"
+    assert top(build) == "G2"
+    train = "python train.py --model llama-70b --qlora\nLoading checkpoint shards: 60%\nKilled\nexit code 137"
+    assert top(train) == "G3"
+
+
+def test_playbook_that_fails_on_its_own_is_g8_a_local_cause_comes_first():
+    assert top("The Unsloth playbook doesn't work as-is: the URL of the test script is wrong") == "G8"
+    local = ("Following the playbook at build.nvidia.com/spark/vllm\n"
+             "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory")
+    assert top(local) == "G1"
+
+
+def test_throughput_falling_over_time_is_thermal_not_bandwidth():
+    assert top("tokens/s dropped from 2100 to 1500 after about two hours; GB/s looks fine at the start") == "G4"
+    assert top("decode is only 9 tok/s, memory bandwidth bound at 273 GB/s") == "G5"
+
+
+def test_oom_on_a_discrete_card_is_not_the_unified_memory_gotcha():
+    h100 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+            "capacity of 79.10 GiB of which 1.2 GiB is free. (NVIDIA H100 80GB HBM3)")
+    assert top(h100) == "none"
+    assert top(h100.replace("79.10", "119.70").replace("(NVIDIA H100 80GB HBM3)", "")) == "G3"
+
+
+def test_pip_swapping_torch_for_a_cpu_build_is_drift_a_cpu_wheel_alone_is_g1():
+    assert top("installing vllm uninstalls cuda-enabled torch every time and downgrades it to 2.8.0 with "
+               "cpu-only support") == "G9"
+    assert top("AssertionError: Torch not compiled with CUDA enabled\ntorch 2.9.1+cpu") == "G1"
+
+
+def test_an_oom_beside_another_server_points_at_contention():
+    d = diagnose_text("torch.OutOfMemoryError: CUDA out of memory.\nollama is running alongside vllm on the box")
+    assert {f.gotcha for f in d.findings} >= {"G3", "G6"}
+
+
+# ---------------------------------------------------------------- facts
+def test_facts_confirm_a_cuda12_torch():
+    text = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    plain = diagnose_text(text).findings[0]
+    with_facts = diagnose_text(text, facts=load_facts_fixture("gb10_bare_pip_cu128")).findings[0]
+    assert plain.gotcha == with_facts.gotcha == "G1"
+    assert with_facts.confidence > plain.confidence
+    assert [(f.fact, f.value, f.effect) for f in with_facts.facts] == [("target.live.cuda", "12.8", "confirms")]
+
+
+def test_facts_rule_out_g1_and_turn_an_undefined_symbol_into_drift():
+    text = "ImportError: /opt/venv/lib/python3.12/site-packages/foo/_C.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb"
+    cu13 = load_facts_fixture("gb10_vllm_default")  # torch 2.11.0+cu130
+    d = diagnose_text(text, facts=cu13)
+    assert d.top == "G9"
+    assert all(f.gotcha != "G1" or f.facts[0].effect == "rules-out" for f in d.findings)
+
+
+def test_facts_alone_never_make_a_finding_but_are_noted():
+    d = diagnose_text("epoch 1 loss 1.0", facts=load_facts_fixture("gb10_bare_pip_cu128"))
+    assert d.findings == []
+    assert any("CUDA 12.8" in n for n in d.notes)
+
+
+def test_facts_confirm_contention_and_tensor_parallel():
+    d = diagnose_text(EACH_GOTCHA["G6"], facts=load_facts_fixture("gb10_vllm_default"))
+    assert d.findings[0].gotcha == "G6" and d.findings[0].facts[0].effect == "confirms"
+    d = diagnose_text("the launch hangs at NCCL init over ConnectX-7 with tensor parallel",
+                      facts=load_facts_fixture("gb10_two_node_tp2"))
+    f = d.findings[0]
+    assert f.gotcha == "G10" and {x.fact for x in f.facts} == {"configs.hits", "host.env.WORLD_SIZE"}
+
+
+def test_facts_in_a_pinned_container_weaken_drift():
+    text = EACH_GOTCHA["G9"]
+    bare = diagnose_text(text).findings[0].confidence
+    ngc = diagnose_text(text, facts=load_facts_fixture("gb10_ngc_2509_healthy")).findings[0]
+    assert ngc.gotcha == "G9" and ngc.confidence < bare and ngc.facts[0].effect == "rules-out"
+
+
+# ---------------------------------------------------------------- contract, determinism, limits
+def test_json_contract():
+    d = diagnose_text(EACH_GOTCHA["G1"], source="crash.log")
+    data = d.model_dump(mode="json")
+    assert set(data) >= {"file", "findings"} and data["file"] == "crash.log"
+    f = data["findings"][0]
+    assert set(f) == {"gotcha", "confidence", "title", "evidence", "why", "fix", "facts"}
+    assert set(f["evidence"][0]) == {"line", "text", "why"}
+    assert Diagnosis.model_validate(data) == d
+
+
+def test_findings_are_ranked_and_top_limits_them():
+    text = EACH_GOTCHA["G1"] + "\n" + EACH_GOTCHA["G3"] + "\n" + EACH_GOTCHA["G9"]
+    d = diagnose_text(text)
+    confs = [f.confidence for f in d.findings]
+    assert len(confs) >= 3 and confs == sorted(confs, reverse=True)
+    assert len(diagnose_text(text, top=1).findings) == 1
+    assert all(f.confidence >= symptom_rules.load().scoring.min_confidence for f in d.findings)
+
+
+def test_deterministic():
+    text = "\n".join(EACH_GOTCHA.values())
+    runs = {diagnose_text(text).model_dump_json() for _ in range(5)}
+    assert len(runs) == 1
+
+
+def test_diagnose_files_keeps_order_and_reports_unreadable(tmp_path):
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(EACH_GOTCHA["G9"])
+    b.write_text(EACH_GOTCHA["G3"])
+    out = diagnose_files([str(b), str(tmp_path / "nope.log"), str(a)])
+    assert [d.file for d in out] == [str(b), str(tmp_path / "nope.log"), str(a)]
+    assert [d.top for d in out] == ["G3", "none", "G9"]
+    assert out[1].error and "no such file" in out[1].error
+
+
+def test_a_huge_input_is_bounded_and_still_finds_the_tail_error():
+    noise = "\n".join(f"step {i} loss 0.5" for i in range(200_000))
+    d = diagnose_text(noise + "\n" + EACH_GOTCHA["G3"])
+    assert d.truncated and any("skipped" in n for n in d.notes)
+    assert d.top == "G3" and d.findings[0].evidence[0].line == 200_001
+
+
+def test_binary_garbage_gives_an_answer_not_an_error():
+    rnd = random.Random(7)
+    junk = bytes(rnd.randrange(256) for _ in range(50_000)).decode("latin-1")
+    d = diagnose_text(junk)
+    assert d.error is None
+
+
+# ---------------------------------------------------------------- the knowledge file
+def _raw():
+    from importlib import resources
+
+    return safe_load(resources.files("sparkops.knowledge").joinpath("symptoms.yaml").read_text(encoding="utf-8"))
+
+
+def test_knowledge_file_is_dated_and_covers_every_gotcha():
+    kb = symptom_rules.load()
+    assert kb.version >= 1 and kb.last_verified
+    assert set(kb.patterns) == set(GOTCHAS)
+    assert all(p.why for ps in kb.patterns.values() for p in ps)
+    assert all(r.why for r in kb.rules) and all(h.note for h in kb.harmless)
+
+
+@pytest.mark.parametrize("breakage,message", [
+    (lambda d: d["patterns"]["G1"][0].update(re="(unclosed"), "does not compile"),
+    (lambda d: d["rules"][0].update(when_all=["no.such.id"]), "unknown id"),
+    (lambda d: d["harmless"][0].update(silences=["g9.nothing"]), "unknown pattern"),
+    (lambda d: d["patterns"].update(G11=[]), "unknown gotchas"),
+    (lambda d: d["patterns"]["G2"].append(dict(d["patterns"]["G1"][0])), "ids used twice"),
+    (lambda d: d["rules"][0].update(target="G12"), "G1..G10"),
+    (lambda d: d.pop("last_verified"), "last_verified"),
+])
+def test_a_bad_knowledge_edit_fails_at_load(breakage, message):
+    data = copy.deepcopy(_raw())
+    breakage(data)
+    with pytest.raises(ValidationError, match=message):
+        symptom_rules.parse(data)
+
+
+def test_a_user_knowledge_file_changes_the_answer(tmp_path):
+    import yaml
+
+    data = copy.deepcopy(_raw())
+    data["patterns"]["G8"].append({"id": "g8.custom", "re": "frobnicate", "weight": 5, "why": "a local rule"})
+    path = tmp_path / "symptoms.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    kb = symptom_rules.load_file(path)
+    assert diagnose_text("frobnicate failed", kb=kb).top == "G8"
+    assert diagnose_text("frobnicate failed").top == "none"
+
+
+# ---------------------------------------------------------------- the development set
+def test_development_cases_are_well_formed_and_mostly_right():
+    """tests/diagnose/dev: calibration inputs (real thread excerpts and a few synthetic ones). A guard
+    against regressions while tuning symptoms.yaml; the honest score comes from tests/diagnose/cases/."""
+    from pathlib import Path
+
+    dev = sorted((Path(__file__).parent / "dev").glob("*.yaml"))
+    assert len(dev) >= 40
+    right = 0
+    for p in dev:
+        case = safe_load(p.read_text(encoding="utf-8"))
+        assert set(case) == {"id", "source", "label", "kind", "why", "input_kind", "text"}, p.name
+        assert case["id"] == p.stem and case["label"] in (*GOTCHAS, "none"), p.name
+        right += diagnose_text(case["text"], source=p.name).top == case["label"]
+    assert right / len(dev) >= 0.9, f"{right}/{len(dev)}"
+
+
+def test_anchored_scan_finds_exactly_what_a_full_scan_finds():
+    """Each regex runs only around its required literals (a one-line pattern on the literal's line, a
+    pattern that may cross lines within its maximum width). On every text we have, that must give
+    the very matches a plain scan of the whole text gives, or the shortcut would change answers."""
+    from pathlib import Path
+
+    from sparkops.diagnose.matcher import _Scanner
+    from sparkops.diagnose.text import from_text
+
+    kb = symptom_rules.load()
+    items = [*kb.signals, *(p for ps in kb.patterns.values() for p in ps), *kb.harmless]
+    assert sum(i.anchors is not None for i in items) > 0.9 * len(items)
+    assert sum(i.reach == 0 for i in items) > 0.8 * len(items)
+    texts = list(EACH_GOTCHA.values())
+    texts += [safe_load(p.read_text(encoding="utf-8"))["text"] for p in (Path(__file__).parent / "dev").glob("*.yaml")]
+    texts.append("\n".join(texts))  # everything at once: matches next to each other, windows merging
+    checked = 0
+    for text in texts:
+        inp = from_text(text)
+        starts, pos = [], 0
+        for line in inp.lines:
+            starts.append(pos)
+            pos += len(line) + 1
+        scan = _Scanner(inp.text, starts)
+        for item in items:
+            full = [m.span() for m in item.rx.finditer(inp.text)]
+            assert [m.span() for m in scan.finditer(item, limit=10**6)] == full, (item.id, text[:60])
+            checked += len(full)
+    assert checked > 300
