@@ -4,6 +4,7 @@
 Usage: python benchmarks/bench_preflight.py [--python PY] [--runs N] [--out DIR]
 Writes benchmarks/results/preflight-<host>-<date>.md with the machine, versions and the medians.
 Each sample is a fresh process (what a user pays), interleaved so drift hits all rows alike.
+benchmarks/suite.py imports the pieces (rows, interleaved timing, breakdown) for its own table.
 """
 
 from __future__ import annotations
@@ -42,10 +43,56 @@ print(f"judge + report    {t3 - t2:.3f} s")
 """
 
 
+BARE_CAPABILITY = "bare: python -c 'import torch; torch.cuda.get_device_capability()'"
+BARE_IMPORT = "bare: python -c 'import torch'"
+QUICK = "spark-ops preflight --quick"
+FULL = "spark-ops preflight (full)"
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     t0 = time.perf_counter()
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
     return time.perf_counter() - t0, p.returncode, p.stdout + p.stderr
+
+
+def preflight_rows(python: str, tmp: Path) -> dict[str, list[str]]:
+    """The command lines compared: two bare torch starts, preflight --quick and full (reports in ``tmp``)."""
+    tool = [sys.executable, "-m", "sparkops"]
+    common = ["--python", python, "--offline", "--config", str(tmp), "--format", "lines"]
+    return {
+        BARE_CAPABILITY: [python, "-c", "import torch; torch.cuda.get_device_capability()"],
+        BARE_IMPORT: [python, "-c", "import torch"],
+        QUICK: [*tool, "preflight", "--quick", *common, "--report", str(tmp / "q.json")],
+        FULL: [*tool, "preflight", *common, "--report", str(tmp / "f.json")],
+    }
+
+
+def measure_interleaved(rows: dict[str, list[str]], runs: int, env: dict[str, str]
+                        ) -> tuple[dict[str, list[float]], dict[str, set[int]]]:
+    """Wall time of each row, one warm-up each (page cache), then ``runs`` interleaved rounds so drift
+    hits all rows alike. Fresh process each time: what a user pays."""
+    samples: dict[str, list[float]] = {k: [] for k in rows}
+    codes: dict[str, set[int]] = {k: set() for k in rows}
+    for argv in rows.values():
+        timed(argv, env)
+    for _ in range(runs):
+        for name, argv in rows.items():
+            dt, rc, _out = timed(argv, env)
+            samples[name].append(dt)
+            codes[name].add(rc)
+    return samples, codes
+
+
+def target_versions(python: str) -> str:
+    """torch, CUDA and Python versions of the target interpreter ('' without torch)."""
+    return subprocess.run([python, "-c", "import torch,sys;print(torch.__version__, torch.version.cuda, "
+                           "sys.version.split()[0])"], capture_output=True, text=True).stdout.strip()
+
+
+def quick_breakdown(python: str, tmp: Path) -> str:
+    """Where a --quick run spends its time: one in-process run (import, each probe, judge)."""
+    probe = subprocess.run([sys.executable, "-c", BREAKDOWN, python, str(tmp)], capture_output=True, text=True)
+    return probe.stdout.strip() or probe.stderr.strip()[-2000:]
 
 
 def main() -> int:
@@ -57,30 +104,11 @@ def main() -> int:
     args = ap.parse_args()
     env = dict(os.environ)
     tmp = Path(tempfile.mkdtemp())
-    tool = [sys.executable, "-m", "sparkops"]
-    common = ["--python", args.python, "--offline", "--config", str(tmp), "--format", "lines"]
-    rows = {
-        "bare: python -c 'import torch; torch.cuda.get_device_capability()'":
-            [args.python, "-c", "import torch; torch.cuda.get_device_capability()"],
-        "bare: python -c 'import torch'": [args.python, "-c", "import torch"],
-        "spark-ops preflight --quick": [*tool, "preflight", "--quick", *common, "--report", str(tmp / "q.json")],
-        "spark-ops preflight (full)": [*tool, "preflight", *common, "--report", str(tmp / "f.json")],
-    }
-    samples: dict[str, list[float]] = {k: [] for k in rows}
-    codes: dict[str, set[int]] = {k: set() for k in rows}
-    # one warm-up of each (page cache), then interleaved measured runs
-    for argv in rows.values():
-        timed(argv, env)
-    for _ in range(args.runs):
-        for name, argv in rows.items():
-            dt, rc, _out = timed(argv, env)
-            samples[name].append(dt)
-            codes[name].add(rc)
+    samples, codes = measure_interleaved(preflight_rows(args.python, tmp), args.runs, env)
     report = json.loads((tmp / "f.json").read_text()) if (tmp / "f.json").exists() else {}
     med = {k: statistics.median(v) for k, v in samples.items()}
-    bare = med["bare: python -c 'import torch; torch.cuda.get_device_capability()'"]
-    ver = subprocess.run([args.python, "-c", "import torch,sys;print(torch.__version__, torch.version.cuda, sys.version.split()[0])"],
-                         capture_output=True, text=True).stdout.strip()
+    bare = med[BARE_CAPABILITY]
+    ver = target_versions(args.python)
     gpu = report.get("identity", {}).get("gpu_name")
     lines = [
         f"# preflight timing on {socket.gethostname()} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",  # noqa: UP017
@@ -97,10 +125,8 @@ def main() -> int:
         lines.append(f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} | {sorted(codes[k])} | {med[k] / bare:.2f} |")
     lines += ["", f"Verdict of the full run: {report.get('verdict')}; checks: ",
               "```", json.dumps(report.get("checks", {}), indent=1), "```"]
-    # where a --quick run spends its time: one in-process breakdown (import, each probe, judge)
-    probe = subprocess.run([sys.executable, "-c", BREAKDOWN, args.python, str(tmp)], capture_output=True, text=True)
     lines += ["", "Where `--quick` spends its time (one in-process run; probes run concurrently):", "```",
-              probe.stdout.strip() or probe.stderr.strip()[-2000:], "```"]
+              quick_breakdown(args.python, tmp), "```"]
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"preflight-{platform.machine()}-{datetime.now(timezone.utc):%Y%m%d}.md"  # noqa: UP017
     out.write_text("\n".join(lines) + "\n")

@@ -71,14 +71,12 @@ def measure(sampler: Sampler, n: int) -> dict[str, float]:
             "gpu_ok": float(row["power.draw [W]"] is not None)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=200)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = ap.parse_args()
-    n = max(5, args.samples)
-    results: list[tuple[str, dict[str, float] | None, str]] = []
+Result = tuple[str, "dict[str, float] | None", str]  # (path, figures or None, note)
 
+
+def sampler_results(n: int) -> list[Result]:
+    """CPU and wall cost per row on each sampler path this machine has (``n`` rows per NVML path)."""
+    results: list[Result] = []
     real = Sampler(os.environ, use_nvml=True)
     if real.source == "nvml":
         results.append(("NVML (real driver)", measure(real, n), ""))
@@ -101,20 +99,37 @@ def main() -> int:
     smi = Sampler(env)
     results.append((label, measure(smi, max(5, n // 4)), "3 nvidia-smi calls per row"))
     smi.close()
+    return results
 
-    now = datetime.now()
-    lines = [f"# sampler cost per row on {platform.node() or 'host'} ({now:%Y-%m-%d %H:%M})", "",
-             f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}",
-             f"- {n} rows per NVML path, {max(5, n // 4)} for nvidia-smi, after 3 warm-up rows",
-             "- CPU ms = this process (all threads); child ms = nvidia-smi processes; wall = median", "",
-             "| path | CPU ms/row | CPU p95 | child CPU ms/row | wall ms/row | wall p95 | GPU cells read |",
-             "|---|---|---|---|---|---|---|"]
+
+TABLE_HEAD = ["| path | CPU ms/row | CPU p95 | child CPU ms/row | wall ms/row | wall p95 | GPU cells read |",
+              "|---|---|---|---|---|---|---|"]
+
+
+def table_rows(results: list[Result]) -> list[str]:
+    lines = []
     for name, r, note in results:
         if r is None:
             lines.append(f"| {name} | - | - | - | - | - | unavailable: {note[:120]} |")
         else:
             lines.append(f"| {name} | {r['cpu']:.3f} | {r['cpu_p95']:.3f} | {r['child']:.2f} | {r['wall']:.3f} | "
                          f"{r['wall_p95']:.3f} | {'yes' if r['gpu_ok'] else 'no'}{'; ' + note if note else ''} |")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = ap.parse_args()
+    n = max(5, args.samples)
+    results = sampler_results(n)
+    now = datetime.now()
+    lines = [f"# sampler cost per row on {platform.node() or 'host'} ({now:%Y-%m-%d %H:%M})", "",
+             f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}",
+             f"- {n} rows per NVML path, {max(5, n // 4)} for nvidia-smi, after 3 warm-up rows",
+             "- CPU ms = this process (all threads); child ms = nvidia-smi processes; wall = median", "",
+             *TABLE_HEAD, *table_rows(results)]
     lines += ["", "At the default 5 s interval a row's CPU cost divided by 5000 ms is the sampler's share of one core."]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -94,7 +94,12 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
         for name in (*JUDGING_MODULES, *also_import):
             importlib.import_module(name)
 
-    return _collect(opts, while_waiting=warm)
+    facts = _collect(opts, while_waiting=warm)
+    if opts is not None and opts.measure_bandwidth:  # after the probes: its refusal rules read their facts
+        from sparkops.bandwidth.probe import attach
+
+        facts = attach(facts, opts)
+    return facts
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,

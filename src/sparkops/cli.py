@@ -97,13 +97,20 @@ def preflight(
     budget: BudgetOpt = None,
     container: ContainerOpt = None,
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
+    measure: Annotated[bool, typer.Option("--measure", help="Also measure device memory bandwidth for G5 "
+                       "(intrusive: at most 2 GB for about a second; refused while other GPU jobs run or memory "
+                       "is short, see `spark-ops bandwidth`).")] = False,
     report: Annotated[Path, typer.Option("--report", help="Where env-report.json goes.")] = Path("env-report.json"),
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> int:
     """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+    if measure and facts is not None:
+        raise InputError("--measure measures this machine now; it cannot be combined with --facts")
     if facts is None:
         _prestart(python, quick, container)
+    from dataclasses import replace
+
     from sparkops import api
     from sparkops.workload import merge
 
@@ -112,7 +119,8 @@ def preflight(
                estimated_peak_gb=peak_gb)
     kb = api.knowledge(matrix)
     fmt = Format.json if as_json else fmt
-    rep = api.preflight(facts=facts, opts=_opts(python, quick, config, offline, budget, container), workload=wl,
+    opts = replace(_opts(python, quick, config, offline, budget, container), measure_bandwidth=measure)
+    rep = api.preflight(facts=facts, opts=opts, workload=wl,
                         kb=kb, also_import=("sparkops.report.render",) if fmt is Format.table else (),
                         container=container)
     api.write_report(rep, report)

@@ -287,6 +287,50 @@ class PlaybookIssuesFacts(_Model):
     note: str = ""  # why the cache was used or what failed, e.g. "offline: --offline given"
 
 
+# --------------------------------------------------------------------------- G5 bandwidth
+class BandwidthMethod(_Model):
+    """One way of moving device memory, timed with CUDA events after warm-up (GB/s = 1e9 bytes/s)."""
+
+    method: Literal["copy", "read"]  # copy: dst.copy_(src); read: a reduction over src (read-dominated)
+    operation: str = ""  # what ran, e.g. "dst.copy_(src), fp32, preallocated"
+    counts: str = ""  # which bytes a GB/s figure counts: "bytes read + bytes written" | "bytes read"
+    bytes_per_iteration: int
+    iterations_per_rep: int
+    reps: int
+    gbs_median: float
+    gbs_q1: float
+    gbs_q3: float
+    gbs_min: float
+    gbs_max: float
+
+
+class BandwidthFacts(_Model):
+    """A device memory bandwidth measurement (opt-in and intrusive: ``preflight --measure``,
+    ``spark-ops bandwidth``), taken in the target interpreter with torch, freed before it reported."""
+
+    python: str = ""  # the interpreter that measured (inside the container when container_ref is set)
+    container_ref: str | None = None
+    torch_version: str = ""
+    device_index: int = 0
+    device_name: str = ""
+    capability: tuple[int, int] | None = None
+    l2_cache_bytes: int | Unavailable = NOT_COLLECTED
+    mem_free_bytes: int | Unavailable = NOT_COLLECTED  # cudaMemGetInfo free in the child, before allocating
+    buffer_bytes: int
+    buffers: int  # 2 with the copy method (src and dst), else 1
+    sizing: str = ""  # how buffer_bytes was chosen ("16 x L2 (60 MiB) = 960 MiB, cut to the 952 MiB cap")
+    methods: list[BandwidthMethod] = Field(default_factory=list)
+    peak_allocated_bytes: int  # torch.cuda.max_memory_allocated over the measurement
+    peak_reserved_bytes: int | Unavailable = NOT_COLLECTED
+    allocated_after_bytes: int  # after freeing: 0 when everything was given back
+    reserved_after_bytes: int | Unavailable = NOT_COLLECTED
+    gpu_time_s: float  # GPU timeline from the first allocation to the last timed kernel (CUDA events)
+    wall_s: float  # the child's wall time for the same span, freeing included
+    import_s: float | None = None  # the child's `import torch`
+    forced: bool = False  # measured although a refusal rule applied (--force)
+    notes: list[str] = Field(default_factory=list)  # e.g. what --force overrode
+
+
 # --------------------------------------------------------------------------- the snapshot
 class Facts(_Model):
     """One collection of one machine. ``spark-ops collect`` writes it; ``--facts`` replays it."""
@@ -304,3 +348,9 @@ class Facts(_Model):
     target: TargetEnvFacts = Field(default_factory=TargetEnvFacts)
     configs: ConfigScanFacts = Field(default_factory=ConfigScanFacts)
     playbooks: PlaybookIssuesFacts = Field(default_factory=PlaybookIssuesFacts)
+    bandwidth: BandwidthFacts | Unavailable = Field(
+        default=NOT_COLLECTED,
+        description="G5: a measured device memory bandwidth. Opt-in (preflight --measure, spark-ops bandwidth); "
+        "not_collected without a detail when nobody asked, with the reason when the measurement was refused "
+        "(other GPU jobs, memory short) or could not run.",
+    )

@@ -40,6 +40,8 @@ class CollectOptions:
     # inside it (default: python3, else python, on the image's PATH)
     container_image: str = ""  # as asked, alias resolved
     container_ref: str = ""  # what runs: the lock file's repo@sha256:... when pinned, else the tag
+    # G5: after the probes, measure device memory bandwidth in the target (sparkops.bandwidth; opt-in, intrusive)
+    measure_bandwidth: bool = False
 
 
 PROBES: dict[str, str] = {  # section -> module; the target interpreter first: it is the slowest
