@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score `spark-ops diagnose` on labelled cases, next to a naive keyword baseline.
 
-Usage: python benchmarks/diagnose_accuracy.py CASES_DIR [--out FILE] [--show-misses]
+Usage: python benchmarks/diagnose_accuracy.py CASES_DIR [--out FILE] [--show-misses] [--symptoms FILE]
 Reads every CASES_DIR/*.yaml in the shared case format (id, source, label: G1..G10 | none, kind,
 why, input_kind, text) and writes a Markdown report (default benchmarks/results/diagnose-accuracy.md):
   - top-1 accuracy of the matcher and of the baseline (overall, positives, hard negatives);
@@ -10,6 +10,8 @@ why, input_kind, text) and writes a Markdown report (default benchmarks/results/
 The matcher's answer is its top finding's gotcha, or "none" when it returns no findings. The baseline
 counts the words of each gotcha's symptom column in knowledge/gotchas.yaml (backticked phrases whole,
 other words of 4+ letters) in the text and answers the gotcha with most hits, "none" with none.
+``--symptoms FILE`` scores another knowledge file of the same shape (e.g. an older version, for a before/after
+confusion: ``git show REV:src/sparkops/knowledge/symptoms.yaml > old.yaml``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from sparkops.diagnose import diagnose_text, load_symptoms  # noqa: E402
-from sparkops.diagnose.rules import GOTCHAS  # noqa: E402
+from sparkops.diagnose.rules import GOTCHAS, SymptomKnowledge, load_file  # noqa: E402
 from sparkops.knowledge import load as load_catalog  # noqa: E402
 from sparkops.knowledge import safe_load  # noqa: E402
 
@@ -68,8 +70,8 @@ def baseline_answer(text: str, kw: dict[str, list[str]]) -> str:
     return best if hits[best] > 0 else "none"
 
 
-def run(cases: list[dict]) -> list[dict]:
-    kb = load_symptoms()
+def run(cases: list[dict], kb: SymptomKnowledge | None = None) -> list[dict]:
+    kb = kb or load_symptoms()
     diagnose_text("warm-up", kb=kb)  # compile the regexes once, outside the timing
     kw = baseline_keywords()
     rows = []
@@ -91,15 +93,17 @@ def _acc(rows: list[dict], key: str) -> str:
     return f"{ok}/{len(rows)} = {100 * ok / len(rows):.1f}%"
 
 
-def report(rows: list[dict], folder: Path, show_misses: bool) -> str:
-    kb = load_symptoms()
+def report(rows: list[dict], folder: Path, show_misses: bool, kb: SymptomKnowledge | None = None,
+           kb_name: str = "symptoms.yaml") -> str:
+    kb = kb or load_symptoms()
     pos = [r for r in rows if r["kind"] == "positive"]
     neg = [r for r in rows if r["kind"] == "hard-negative"]
     times = [r["seconds"] for r in rows]
     lines = [f"# diagnose accuracy on {folder}",
              "",
-             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC · {len(rows)} cases · symptoms.yaml v{kb.version} "
-             f"(last verified {kb.last_verified}) · `python benchmarks/diagnose_accuracy.py {folder}`",
+             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC · {len(rows)} cases · {kb_name} v{kb.version} "
+             f"(last verified {kb.last_verified}) · `python benchmarks/diagnose_accuracy.py {folder}"
+             + ("" if kb_name == "symptoms.yaml" else f" --symptoms {kb_name}") + "`",
              "",
              "| | matcher (spark-ops diagnose) | keyword baseline (gotchas.yaml symptom words) |",
              "|---|---|---|",
@@ -138,12 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("cases", type=Path, help="folder of case YAML files")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "diagnose-accuracy.md")
     ap.add_argument("--show-misses", action="store_true", help="list every miss even for a large set")
+    ap.add_argument("--symptoms", type=Path, help="score this knowledge file instead of the packaged symptoms.yaml")
     args = ap.parse_args(argv)
     cases = load_cases(args.cases)
     if not cases:
         print(f"no cases in {args.cases}", file=sys.stderr)
         return 2
-    text = report(run(cases), args.cases, args.show_misses)
+    kb = load_file(args.symptoms) if args.symptoms else None
+    name = str(args.symptoms) if args.symptoms else "symptoms.yaml"
+    text = report(run(cases, kb), args.cases, args.show_misses, kb, name)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)

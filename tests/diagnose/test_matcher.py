@@ -169,6 +169,117 @@ def test_an_oom_beside_another_server_points_at_contention():
     assert {f.gotcha for f in d.findings} >= {"G3", "G6"}
 
 
+def test_a_cuda12_stack_on_a_gb10_is_g1_on_another_gpu_it_is_nothing():
+    on_spark = "Running the cu128 image on my DGX Spark: docker compose -f docker-compose-cu128.yml up"
+    d = diagnose_text(on_spark)
+    assert d.top == "G1" and "cuda12-stack-on-spark" in d.findings[0].why
+    assert top(on_spark.replace("DGX Spark", "RTX 4090 box")) == "none"
+    assert top("ASUS Ascent GX10 here\nCUDA Version 12.8.1\nContainer image Copyright (c) NVIDIA") == "G1"
+
+
+def test_a_cpu_torch_on_a_gb10_is_g1_unless_pip_swapped_it_in():
+    cpu = "On a DGX Spark torch.__version__ is `2.9.1+cpu` and `torch.version.cuda` is `None`"
+    d = diagnose_text(cpu)
+    assert d.top == "G1" and "torch-without-cuda-on-spark" in d.findings[0].why
+    swapped = "On a DGX Spark, installing vllm uninstalls cuda-enabled torch and downgrades it to 2.9.1+cpu"
+    assert top(swapped) == "G9"
+
+
+def test_flash_attn_trouble_on_aarch64_is_g2_but_vllms_own_backend_is_not():
+    d = diagnose_text("Can't run on dgx spark - flash-attn issues\nTRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas python x.py")
+    assert d.top == "G2" and "flash-attn-trouble-on-aarch64" in d.findings[0].why
+    backend = "(EngineCore) INFO [cuda.py:123] Using FLASH_ATTN backend on V1 engine. NVIDIA GB10"
+    d = diagnose_text(backend)
+    assert d.findings == [] and any("vllm_flash_attn" in n for n in d.notes)
+
+
+def test_a_host_wedge_is_g3_when_memory_is_the_topic_and_nothing_without_it():
+    wedge = "gpu_memory_utilization=0.7 is not respected on the GB10: the host becomes unresponsive and SSH dies"
+    d = diagnose_text(wedge)
+    assert d.top == "G3" and "host-wedge-under-memory-load" in d.findings[0].why
+    assert top("after the update the host becomes unresponsive and SSH dies on my GB10") == "none"
+
+
+def test_free_memory_capped_below_the_pool_is_g3_even_across_two_sparks():
+    text = ("2x DGX Spark (GB10, 128 GB)\nthe default GPU_MEM_UTIL=0.87 **never passes** vLLM's startup check: "
+            "Free memory on cuda:0 at boot caps at **101.3–102.2 GiB of 121.69**")
+    assert top(text) == "G3"
+    assert top("2x DGX Spark (GB10, 128 GB) connected over ConnectX-7") == "none"
+
+
+def test_two_sparks_and_their_link_alone_are_not_g10_tensor_parallel_is():
+    link = "Two DGX Sparks connected with a QSFP cable over ConnectX-7; the link shows 200G"
+    assert top(link) == "none"
+    assert "two-nodes-without-tp-or-failure" in symptom_rules.load().model_dump_json()
+    assert top(link + "\nvllm serve --tensor-parallel-size 2 hangs at NCCL init") == "G10"
+
+
+def test_slow_decode_with_tp_across_sparks_is_g10_on_one_spark_it_is_bandwidth():
+    tp = "trtllm-serve $MODEL --tp_size 2 across two sparks: decoding speed was incredibly slow"
+    d = diagnose_text(tp)
+    assert d.top == "G10" and "tp-across-sparks-slow-is-g10" in d.findings[0].why
+    assert top("decode is slow on one Spark, 8 tok/s, memory bandwidth bound at 273 GB/s") == "G5"
+
+
+def test_a_two_node_stall_with_memory_ruled_out_stays_g10_with_uma_accounting_it_is_g3():
+    ruled_out = ("2x DGX Spark, TP=2 across two nodes: one rank stuck inside ncclAllGather; "
+                 "memory pressure is absent (KV under 1%)")
+    assert top(ruled_out) == "G10"
+    uma = "2x DGX Spark, TP=2 across two nodes — hang at ~109 GiB; UMA accounting omits host-side memory"
+    d = diagnose_text(uma)
+    assert d.top == "G3" and "two-node-hang-with-oom-is-g3" in d.findings[0].why
+
+
+def test_a_hot_reading_without_slowdown_is_none_a_shutdown_under_load_is_g4():
+    assert top("CPU at 90-92 c degree during inference. Just high temperature, no shutdown issue.") == "none"
+    assert top("GPU at 91 C and the box shuts down under sustained load after about 2 hours") == "G4"
+    # "no throttle reason" does not excuse the low-clock state: only a load test (and a power cycle) shows it
+    assert top("GPU sits at 690 MHz under load with no throttling reason set; a power cycle clears it") == "G4"
+
+
+def test_a_failed_field_diagnostic_is_none_but_a_power_capped_unit_is_g4():
+    rma = ("sudden hard power-off under sustained co-tenant GPU load on the DGX Spark\n"
+           "Field Diagnostic failed GpuStress in 16 seconds. That's hardware, RMA is the right call")
+    d = diagnose_text(rma)
+    assert d.findings == [], d.model_dump()
+    assert top("the GX10 unit is capped at ~30W under load, painfully slow; NVIDIA recommends RMA") == "G4"
+
+
+def test_an_oom_beside_a_resident_neighbour_is_g6_alone_it_is_g3():
+    alone = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB on the GB10"
+    assert top(alone) == "G3"
+    d = diagnose_text(alone + "\nboth servers start fine when run separately")
+    assert d.top == "G6" and "neighbour-oom-is-contention" in d.findings[0].why
+    assert top("at 97% the system will OOM if you have something like llama-swap running") == "G6"
+
+
+def test_memory_given_back_by_a_restart_is_g6_by_drop_caches_it_is_g3():
+    assert top("sudo systemctl restart polkit brings the memory back on my Spark") == "G6"
+    d = diagnose_text("sync; echo 3 > /proc/sys/vm/drop_caches brings the memory back; MemAvailable was low")
+    assert d.top == "G3"
+
+
+def test_an_image_that_never_pulled_is_the_playbook_not_the_abi():
+    gone = ("~/dgx-spark-playbooks/nvidia/multi-agent-chatbot$ docker run --gpus all nvidia/cuda:12.0-base nvidia-smi\n"
+            "docker: Error response from daemon: manifest for nvidia/cuda:12.0-base not found: manifest unknown")
+    assert top(gone) == "G8"
+    assert top(gone.splitlines()[0]) == "G1"  # the CUDA 12 image itself, had it run on the Spark
+    ran = "On the DGX Spark in nvidia/cuda:12.0-base: ImportError: libcudart.so.12: cannot open shared object file"
+    assert top(ran) == "G1"
+
+
+def test_rdma_registration_enomem_is_not_the_unified_pool():
+    rdma = "ibv_reg_mr_iova2 failed: Cannot allocate memory (ENOMEM) between two DGX Sparks over RoCE"
+    d = diagnose_text(rdma)
+    assert d.findings == [] and any("memory-registration" in n for n in d.notes)
+    assert top("RuntimeError: Cannot allocate memory (ENOMEM) while loading the model on the GB10") == "G3"
+
+
+def test_a_stack_package_missing_a_name_another_imports_is_drift():
+    assert top("ImportError: cannot import name 'LinearActivationQuantizedTensor' from 'torchao.quantization'") == "G9"
+    assert top("ImportError: cannot import name 'helper' from 'mytool.utils'") == "none"
+
+
 # ---------------------------------------------------------------- facts
 def test_facts_confirm_a_cuda12_torch():
     text = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
@@ -282,6 +393,8 @@ def test_knowledge_file_is_dated_and_covers_every_gotcha():
     (lambda d: d["patterns"]["G2"].append(dict(d["patterns"]["G1"][0])), "ids used twice"),
     (lambda d: d["rules"][0].update(target="G12"), "G1..G10"),
     (lambda d: d.pop("last_verified"), "last_verified"),
+    (lambda d: d["rules"][0].update(sources=["G3"]), "suppress rules only"),
+    (lambda d: next(r for r in d["rules"] if r["effect"] == "suppress").update(sources=["G11"]), "G1..G10"),
 ])
 def test_a_bad_knowledge_edit_fails_at_load(breakage, message):
     data = copy.deepcopy(_raw())

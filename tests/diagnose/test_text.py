@@ -23,6 +23,9 @@ SMALL = Limits(head_bytes=10_000, tail_bytes=10_000, head_lines=10, tail_lines=1
     ("nul\x00byte and bell\x07", "nulbyte and bell"),
     ("tabs\tstay", "tabs\tstay"),
     ("   \r   ", ""),
+    ("`gpu_memory_utilization` does **not** act as a hard bound", "gpu_memory_utilization does not act as a hard bound"),
+    ("```bash", "bash"),
+    ("    return f(*args, **kwargs)", "    return f(*args, kwargs)"),  # a stray ** costs nothing a pattern reads
 ])
 def test_normalise_line(raw, clean):
     assert normalise_line(raw) == clean

@@ -234,10 +234,10 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             applied[r.source].append(f"rule {r.id} moved most of this to {r.target}: {r.why}")
             _context_evidence(ev[r.target], r, context, 0.0)
         elif r.effect == "suppress":
-            if score[r.source] <= 0:
-                continue
-            score[r.source] *= 1.0 - r.factor
-            applied[r.source].append(f"weakened by rule {r.id}: {r.why}")
+            for g in r.suppressed:
+                if score[g] > 0:
+                    score[g] *= 1.0 - r.factor
+                    applied[g].append(f"weakened by rule {r.id}: {r.why}")
         else:  # boost
             score[r.target] += r.add
             applied[r.target].append(f"{r.why} (rule {r.id})")

@@ -207,7 +207,8 @@ class Rule(_Model):
     """Context that changes the answer. ``when_all`` ids must all have matched, at least one of
     ``when_any`` (when given), none of ``unless``. Ids name patterns, signals or facts signals
     (``fact.*``). Effects: ``redirect`` moves ``factor`` of ``source``'s score to ``target``;
-    ``suppress`` keeps (1 - factor) of it; ``boost`` adds ``add`` to ``target``."""
+    ``suppress`` keeps (1 - factor) of it (of each of ``sources`` too, when one cause rules out
+    several gotchas at once); ``boost`` adds ``add`` to ``target``."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     why: str
@@ -216,6 +217,7 @@ class Rule(_Model):
     unless: list[str] = Field(default_factory=list)
     effect: Literal["redirect", "suppress", "boost"]
     source: str | None = None
+    sources: list[str] = Field(default_factory=list)  # suppress only: more gotchas weakened alike
     target: str | None = None
     factor: float = Field(default=1.0, ge=0, le=1)
     add: float = Field(default=0.0, ge=0, le=10)
@@ -228,7 +230,17 @@ class Rule(_Model):
         for name in need:
             if getattr(self, name) not in GOTCHAS:
                 raise ValueError(f"{self.effect} needs {name} in G1..G10, got {getattr(self, name)!r}")
+        if self.sources and self.effect != "suppress":
+            raise ValueError("sources is for suppress rules only")
+        bad = [g for g in self.sources if g not in GOTCHAS]
+        if bad:
+            raise ValueError(f"sources must be in G1..G10, got {bad}")
         return self
+
+    @property
+    def suppressed(self) -> list[str]:
+        """The gotchas a suppress rule weakens: ``source`` and then ``sources``."""
+        return list(dict.fromkeys([self.source, *self.sources])) if self.source else []
 
 
 class Scoring(_Model):

@@ -20,6 +20,9 @@ from typing import BinaryIO
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
 # Control characters other than tab; U+FFFD stays (it marks bytes that were not text).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Markdown emphasis and code-span markers in pasted issue text ("is **not**", "`torch.version.cuda` is `None`"):
+# not part of any message, and they would split the phrases the symptom patterns read.
+_MARKDOWN = re.compile(r"\*\*|`")
 _CHUNK = 1 << 16
 
 
@@ -58,7 +61,8 @@ class InputText:
 
 def normalise_line(line: str) -> str:
     """One physical line as a terminal showed it: ANSI escapes and control characters removed,
-    a carriage-return overwrite reduced to its last non-empty segment, trailing space dropped."""
+    a carriage-return overwrite reduced to its last non-empty segment, trailing space dropped;
+    as a reader sees pasted Markdown: ``**`` and backticks dropped (the words stay)."""
     if "\x1b" in line or "\x9b" in line:
         line = _ANSI.sub("", line)
     if "\r" in line:
@@ -66,6 +70,8 @@ def normalise_line(line: str) -> str:
         line = parts[-1] if parts else ""
     if _CONTROL.search(line):
         line = _CONTROL.sub("", line)
+    if "`" in line or "**" in line:
+        line = _MARKDOWN.sub("", line)
     return line.rstrip()
 
 
