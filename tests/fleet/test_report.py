@@ -99,4 +99,4 @@ def test_fleet_knowledge_ships_in_the_wheel():
 
     data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     patterns = data["tool"]["setuptools"]["package-data"]["sparkops"]
-    assert any(fnmatch.fnmatch("fleet/fleet.yaml", p) for p in patterns), patterns
+    assert any(fnmatch.fnmatch("knowledge/fleet.yaml", p) for p in patterns), patterns

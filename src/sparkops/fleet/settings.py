@@ -76,5 +76,5 @@ class FleetKnowledge(_Model):
 @lru_cache(maxsize=1)
 def load_fleet() -> FleetKnowledge:
     """The packaged fleet knowledge (cached: immutable data)."""
-    text = resources.files(__package__).joinpath("fleet.yaml").read_text(encoding="utf-8")
+    text = resources.files("sparkops.knowledge").joinpath("fleet.yaml").read_text(encoding="utf-8")
     return FleetKnowledge.model_validate(safe_load(text))
