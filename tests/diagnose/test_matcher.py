@@ -461,3 +461,93 @@ def test_anchored_scan_finds_exactly_what_a_full_scan_finds():
             assert [m.span() for m in scan.finditer(item, limit=10**6)] == full, (item.id, text[:60])
             checked += len(full)
     assert checked > 300
+
+
+# ---------------------------------------------------------------- round two: minimum evidence, "the cause is elsewhere"
+def test_topic_words_alone_do_not_name_a_gotcha():
+    """NVFP4, sm_121a and two Sparks only say what the report is about; a failure has to be read too."""
+    topic = "Serving the NVFP4 checkpoint on 2x DGX Spark (GB10 / sm_121a) with FP4 weights"
+    assert top(topic) == "none"
+    assert top(topic + "\nNVFP4 is 30% slower than the FP8 checkpoint") == "G7"
+    # the mechanism, not a lucky weight: with the damping switched off the same words do name G7
+    data = copy.deepcopy(_raw())
+    data["scoring"]["topic_only_keep"] = 1.0
+    assert diagnose_text(topic, kb=symptom_rules.parse(data)).top == "G7"
+
+
+def test_a_hot_box_without_a_failure_is_not_throttling():
+    hot = "The SoC runs hot: it peaked at 95 °C during decode, cooling looked fine"
+    assert top(hot) == "none"
+    assert top(hot + "\nthroughput drops after two hours, clocks fall to 600 MHz") == "G4"
+
+
+def test_flash_attn_dropped_for_sdpa_on_a_gb10_is_g2_elsewhere_not():
+    spark = "On the DGX Spark (sm_121) we disable flash-attn and fall back to PyTorch SDPA instead"
+    assert top(spark) == "G2"
+    assert top(spark.replace("On the DGX Spark (sm_121)", "On our servers")) == "none"
+
+
+def test_a_broken_network_is_not_tensor_parallelism():
+    tp_hang = ("vllm serve model --tensor-parallel-size 2 across two DGX Sparks over ConnectX-7; the first "
+               "request hangs, NCCL WARN NET/IB : Got completion with error")
+    assert top(tp_hang) == "G10"
+    assert top(tp_hang + "\nNIC counters: packet_seq_err keeps growing, no PFC/ECN configured") == "none"
+    assert top(tp_hang + "\nthe head bound the Wi-Fi address, the worker could not reach it") == "none"
+
+
+def test_an_engine_bug_fixed_upstream_is_none():
+    tp_hot = "2x DGX Spark with --tensor-parallel-size 2: the SoC reaches 95 °C while the GPUs are idle"
+    assert top(tp_hot) == "G10"
+    assert top(tp_hot + "\nthree cores are pinned by a busy-wait in the broadcast queue; a one-line patch fixed it") \
+        == "none"
+
+
+def test_speed_that_recovers_after_warm_up_is_not_the_nvfp4_gotcha():
+    slow = "NVFP4 decodes at 20 tok/s, slower than the FP8 build at 35 tok/s on the GB10"
+    assert top(slow) == "G7"
+    assert top(slow + "\nbut decoding speed fluctuates and it needs warm-up: later requests run at full speed") \
+        == "none"
+
+
+def test_a_library_without_a_prebuilt_sm121_wheel_is_not_the_cuda_abi():
+    gap = ("mamba-ssm ships no prebuilt wheels for sm_121; torch 2.10.0+cu130 on the GB10\n"
+           "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert top(gap) == "none"
+    assert top(gap.replace("+cu130", "+cu126")) == "G1"
+
+
+def test_a_server_that_reserves_the_pool_starves_the_next_one():
+    oom = "the sandbox container exits 1; dmesg: NVRM: nvAssertFailed ... Out of memory [NV_ERR_NO_MEMORY]"
+    assert top(oom) == "G3"
+    assert top("The managed vLLM server reserves most of the unified memory on the Spark.\n" + oom) == "G6"
+    assert top("Another GPU workload was already running on the Spark.\n"
+               "insufficient currently available GPU memory: the model runner exited during load") == "G6"
+
+
+def test_two_servers_means_two_different_servers():
+    assert top("a patch for vllm shm_broadcast and a note on how vllm spins on DGX Spark") == "none"
+    assert top("I run ollama alongside vllm on one Spark and the KV cache gets evicted") == "G6"
+
+
+def test_the_low_clock_state_cleared_by_a_power_cycle_is_g4():
+    assert top("GB10 GPU clock stuck at about 702 MHz during inference, 25 tok/s; the problem disappeared "
+               "after a complete power cycle") == "G4"
+    assert top("GB10 GPU clock at 2398 MHz during inference, 50 tok/s") == "none"
+
+
+def test_an_upstream_release_in_an_unpinned_build_is_drift():
+    drift = ("The new release of PyTorch 2.10 is breaking our source build of vLLM.\n"
+             "I'll roll back PyTorch to 2.9.1 until the build is fixed.")
+    assert top(drift) == "G9"
+    assert top("We build vLLM from source against PyTorch 2.10 on the Spark.") == "none"
+
+
+def test_cpu_torch_build_on_a_spark_is_g1_even_when_the_fix_is_cu130():
+    assert top("On the DGX Spark (aarch64) the installer picked the PyPI torch==2.10.0 CPU build; now it "
+               "resolves torch==2.10.0+cu130") == "G1"
+    assert top("torch==2.10.0+cu130 installed on the DGX Spark") == "none"
+
+
+def test_outdated_text_in_the_docs_is_a_stale_playbook():
+    assert top("Fix outdated CUDA version references in the installation documentation (12.9 -> 13.0)") == "G8"
+    assert top("Updated CUDA from 12.9 to 13.0 in our container") != "G8"

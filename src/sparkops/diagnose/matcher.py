@@ -6,6 +6,9 @@ Scoring, in order (all of it data in symptoms.yaml, applied deterministically):
    (within a ``group`` only the strongest counts; a negative weight is evidence against);
 3. context rules, in file order, redirect, suppress or boost scores when their ids matched
    (the same words mean different things in different settings);
+   a gotcha whose positive evidence is only ``topic`` patterns (what the report is about, not that
+   anything failed) and that no rule boosted or redirected to counts its strongest topic word only,
+   times ``topic_only_keep``;
 4. facts from a snapshot confirm (add) or rule out (scale down) gotchas that have text evidence;
 5. confidence = 1 - exp(-score / scale); findings under the minimum are dropped.
 """
@@ -214,6 +217,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
 
     # 3. context rules
     applied: dict[str, list[str]] = {g: [] for g in GOTCHAS}
+    rule_added = {g: False for g in GOTCHAS}  # a boost or redirect read context into this gotcha
     for r in kb.rules:
         if not all(x in matched for x in r.when_all):
             continue
@@ -227,6 +231,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                 continue
             score[r.source] -= moved
             score[r.target] += moved
+            rule_added[r.target] = True
             ev[r.target] += [(w, i, s, e, f"{why} — read in context: {r.why}") for w, i, s, e, why in ev[r.source]]
             if r.factor >= 1.0:
                 ev[r.source] = []
@@ -240,6 +245,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                     applied[g].append(f"weakened by rule {r.id}: {r.why}")
         else:  # boost
             score[r.target] += r.add
+            rule_added[r.target] = True
             applied[r.target].append(f"{r.why} (rule {r.id})")
             for x in r.when_all + r.when_any:
                 h_ = ids_lines.get(x)
@@ -247,6 +253,18 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                     i, s, e = h_.lines[0]
                     ev[r.target].append((r.add, i, s, e, f"{h_.pattern.why} — read in context: {r.why}"))
             _context_evidence(ev[r.target], r, context, 0.0)
+
+    # 3b. minimum evidence: topic words alone (NVFP4, two Sparks, a temperature) do not name a gotcha
+    if sc.topic_only_keep < 1.0:
+        failure = {h_.gotcha for h_ in hits if h_.pattern.weight > 0 and not h_.pattern.topic}
+        strongest_topic = {g: 0.0 for g in GOTCHAS}
+        for h_ in hits:
+            strongest_topic[h_.gotcha] = max(strongest_topic[h_.gotcha], h_.pattern.weight)
+        for g in GOTCHAS:
+            if score[g] > 0 and g not in failure and not rule_added[g]:
+                # many words on one topic are one piece of evidence, not several: the strongest counts
+                score[g] = min(score[g], strongest_topic[g]) * sc.topic_only_keep
+                applied[g].append("only topic words, no sign of a failure: damped")
 
     # 4. facts
     effects = fact_effects or {}

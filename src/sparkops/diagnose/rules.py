@@ -188,6 +188,9 @@ class Pattern(_Regex):
 
     weight: float = Field(ge=-10, le=10)
     group: str = ""  # within one group of a gotcha only the strongest match counts
+    # topic: the words only say what the report is about (NVFP4, two Sparks, a temperature, flash-attn),
+    # not that anything failed; a gotcha whose evidence is all topic is damped (scoring.topic_only_keep)
+    topic: bool = False
 
 
 class Signal(_Regex):
@@ -248,6 +251,9 @@ class Scoring(_Model):
     min_confidence: float = Field(ge=0, le=1)  # weaker findings are dropped
     fact_confirm_add: float = Field(ge=0)  # score a confirming fact adds to a finding with text evidence
     fact_rule_out_keep: float = Field(ge=0, le=1)  # share of the score left when a fact rules it out
+    # share of the score kept by a gotcha whose only evidence is topic words (no failure, no context rule):
+    # a report that merely mentions NVFP4 or two Sparks is not yet that gotcha
+    topic_only_keep: float = Field(default=1.0, ge=0, le=1)
     evidence_per_pattern: int = Field(ge=1)  # evidence lines shown per pattern
     max_evidence: int = Field(ge=1)  # evidence lines shown per finding
 
