@@ -551,3 +551,68 @@ def test_cpu_torch_build_on_a_spark_is_g1_even_when_the_fix_is_cu130():
 def test_outdated_text_in_the_docs_is_a_stale_playbook():
     assert top("Fix outdated CUDA version references in the installation documentation (12.9 -> 13.0)") == "G8"
     assert top("Updated CUDA from 12.9 to 13.0 in our container") != "G8"
+
+
+# round three: mechanisms that read the shape of a report (fresh wording, not copied from any case)
+
+def test_a_howto_question_names_no_gotcha_until_something_fails():
+    ask = "Is it possible to keep two vLLM servers loaded at the same time on one Spark? How would I set that up?"
+    assert top(ask) == "none"
+    assert top(ask + "\nWhen I start the second one the first gets evicted and decode crawls.") == "G6"
+
+
+def test_a_scheduler_holding_the_gpus_is_not_memory_or_tp():
+    reserved = ("Two Sparks in one Ray cluster, --tensor-parallel-size 2. Starting a second model says\n"
+                "ValueError: Current node has no GPU available")
+    assert top(reserved) == "none"
+    assert top("Two Sparks, --tensor-parallel-size 2 over the RoCE link: the engine hangs at NCCL init,\n"
+               "Watchdog caught collective operation timeout") == "G10"
+
+
+def test_a_two_spark_tp_run_that_worked_is_not_g10():
+    ok = ("Two DGX Sparks over ConnectX-7 with tensor parallel 2: the run completed the benchmark and "
+          "served requests; verified on real hardware.")
+    assert top(ok) == "none"
+    assert top("Two DGX Sparks over ConnectX-7 with tensor parallel 2: decode is slower than on one Spark.") == "G10"
+
+
+def test_the_unified_pool_accounting_and_its_fix_are_g3():
+    uma = ("On the GB10 the loader sized the checkpoint against MemFree on the unified memory pool, so the page "
+           "cache from the download made it refuse the model; dropping the page cache let it load.")
+    assert top(uma) == "G3"
+    assert top("Our dashboard shows MemTotal and MemFree for each node.") == "none"
+
+
+def test_a_model_already_holding_the_pool_makes_the_oom_contention():
+    oom = "vLLM: No available memory for the cache blocks while starting the 70B on the Spark."
+    assert top(oom) == "G3"
+    assert top(oom + "\nThe embedding server container was already holding about 20 GB of the pool.") == "G6"
+
+
+def test_nvfp4_behind_fp8_is_g7_even_on_two_sparks_but_nvfp4_ahead_is_not():
+    tp = "Two Sparks, --tensor-parallel-size 2.\n"
+    assert top(tp + "The NVFP4 weights cost us about a quarter of decode speed versus fp8 on the same cluster.") == "G7"
+    assert top("On the Spark NVFP4 beats FP8 by 1.4x in single-stream decode for this dense model.") == "none"
+
+
+def test_no_accelerator_seen_on_a_gb10_is_g1_unless_a_monitor_misread_nvml():
+    assert top("DGX Spark, fresh venv: No GPU or other accelerator detected. Running on CPU.") == "G1"
+    assert top("On GB10 the monitor reads [N/A] for memory.used and so shows No GPU detected") == "none"
+
+
+def test_the_resolver_replacing_torch_is_drift_and_a_cuda12_only_wheel_is_g1():
+    swap = ("On the DGX Spark, after installing the extras our torch got replaced by torch 2.10.0+cpu and "
+            "vLLM dies with ImportError: libtorch_cuda.so: cannot open shared object file")
+    assert top(swap) == "G9"
+    assert top("On the DGX Spark vLLM dies with ImportError: libtorch_cuda.so: cannot open shared object file") == "G1"
+    assert top("On the DGX Spark pip fetched a vllm wheel built only for CUDA 12 and it will not import") == "G1"
+
+
+def test_triton_bundling_an_old_ptxas_is_drift():
+    assert top("On the GB10, torch.compile fails: Triton ships a CUDA 12.8 ptxas that is too old for this GPU") == "G9"
+    assert top("Triton compiles our kernels on the GB10 in about a minute") == "none"
+
+
+def test_refreshing_a_playbooks_names_and_tags_is_g8_elsewhere_it_is_not():
+    assert top("Update the model names and Docker image tags in the fine-tuning playbook README") == "G8"
+    assert top("Update the model names and Docker image tags in our internal deploy script") == "none"
