@@ -91,3 +91,19 @@ def test_nvml_warmup_swallows_a_broken_binding(monkeypatch):
     monkeypatch.setattr(threading, "excepthook", escaped.append)
     early.warm_nvml({}).join(5)
     assert escaped == []  # the probe retries and reports; the warm-up itself stays silent
+
+
+def test_output_so_far_shows_a_running_childs_output_before_it_ends():
+    spawn = _run.spawn
+
+    p = spawn((sys.executable, "-c", "import sys,time; print('step 1', flush=True); "
+                                       "print('warn', file=sys.stderr, flush=True); time.sleep(30)"), env={})
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and p.output_so_far() != (b"step 1\n", b"warn\n"):
+            time.sleep(0.05)
+        assert p.output_so_far() == (b"step 1\n", b"warn\n")
+        assert p.proc.poll() is None  # still running: this is the streaming view, not the result
+    finally:
+        p.kill()
+    assert spawn(("/nonexistent-tool",), env={}).output_so_far() == (b"", b"")

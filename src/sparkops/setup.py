@@ -337,25 +337,21 @@ def judge_verify(res: Any, expect: str = VERIFY_EXPECT) -> tuple[str, str]:
 
 
 class _Tee:
-    """Copies what a running step has written so far to the user's stream, as it comes.
-
-    :mod:`sparkops.probes._run` owns spawning (own process group, deadline, capped output); its
-    drains expose no hook, so this polls their buffers. Bytes are decoded incrementally so a
-    UTF-8 character split across reads is not mangled."""
+    """Copies what a running step has written so far to the user's stream, as it comes
+    (:meth:`Pending.output_so_far`, polled). Bytes are decoded incrementally so a UTF-8 character
+    split across reads is not mangled."""
 
     def __init__(self, pending: Any, out: Any) -> None:
         import codecs
 
         self.pending, self.out = pending, out
-        self.sent = {"_out": 0, "_err": 0}
-        self.dec = {k: codecs.getincrementaldecoder("utf-8")(errors="replace") for k in self.sent}
+        self.sent = [0, 0]  # bytes of stdout, stderr already written
+        self.dec = [codecs.getincrementaldecoder("utf-8")(errors="replace") for _ in self.sent]
 
     def pump(self, final: bool = False) -> None:
-        for key in self.sent:
-            drain = getattr(self.pending, key, None)
-            data = bytes(getattr(drain, "data", b""))
-            chunk, self.sent[key] = data[self.sent[key]:], len(data)
-            text = self.dec[key].decode(chunk, final=final)
+        for i, data in enumerate(self.pending.output_so_far()):
+            chunk, self.sent[i] = data[self.sent[i]:], len(data)
+            text = self.dec[i].decode(chunk, final=final)
             if text:
                 self.out.write(text)
                 self.out.flush()

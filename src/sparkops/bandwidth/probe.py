@@ -240,7 +240,7 @@ def _in_container(ref: str, python: str | None, env: Mapping[str, str], config: 
     if res.error in ("timeout", "signal"):  # killing the docker CLI leaves its container running
         _run.run(("docker", "rm", "-f", name), timeout=20.0, env=env)
     if res.error == "not_found" or (res.returncode in _DOCKER_OWN_EXIT and parse_result(res.stdout)[0] is None):
-        why, detail = target_env._docker_problem(res, ref, f"docker run {ref}")
+        why, detail = target_env.docker_problem(res, ref, f"docker run {ref}")
         return _with_assessment(_failed("docker", f"container {ref}: {detail}", why, python=label, container_ref=ref,
                                         duration_s=round(res.duration_s, 3)), assessment)
     return _with_assessment(outcome_from_result(res, timeout_s, label, ref, notes, forced), assessment)

@@ -106,6 +106,12 @@ class Pending:
             if proc.stdin is not None:
                 threading.Thread(target=_feed, args=(proc.stdin, stdin_text or ""), daemon=True).start()
 
+    def output_so_far(self) -> tuple[bytes, bytes]:
+        """What the child has written so far (stdout, stderr), capped as the final result is: for
+        callers that stream a long step's output while it runs (``setup bare-pip --exec``)."""
+        return (bytes(self._out.data) if self._out is not None else b"",
+                bytes(self._err.data) if self._err is not None else b"")
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             _kill_group(self.proc)

@@ -182,7 +182,7 @@ def parse_image_inspect(text: str, ref: str) -> tuple[str | None, str | None]:
     return image_id, (same or digests or [image_id])[0]
 
 
-def _docker_problem(res: _run.RunResult, ref: str, what: str) -> tuple[Why, str]:
+def docker_problem(res: _run.RunResult, ref: str, what: str) -> tuple[Why, str]:
     """Why a docker call failed, in words a user can act on."""
     if res.error == "not_found":
         return Why.not_found, "docker CLI not found on PATH: install Docker, or drop --container to judge the host"
@@ -223,7 +223,7 @@ def inspect_container(
     res = _run.run(("docker", "image", "inspect", "--format", INSPECT_FORMAT, ref),
                    timeout=limits.inspect_timeout_s, env=env)
     if not res.ok:
-        return failed(*_docker_problem(res, ref, f"docker image inspect {ref}"))
+        return failed(*docker_problem(res, ref, f"docker image inspect {ref}"))
     _image_id, found = parse_image_inspect(res.stdout, ref)
     digest: str | Unavailable = found or missing(Why.error, f"docker image inspect printed no Id: {res.stdout[:120]!r}")
     try:
@@ -247,7 +247,7 @@ def inspect_container(
         if quick.error == "timeout":
             return failed(Why.timeout, f"the probe container did not finish within {limits.quick_timeout_s:g} s "
                                        "(killed and removed)", digest)
-        why, detail = (_docker_problem(quick, ref, f"docker run {ref}") if quick.returncode in _DOCKER_OWN_EXIT
+        why, detail = (docker_problem(quick, ref, f"docker run {ref}") if quick.returncode in _DOCKER_OWN_EXIT
                        else (Why.error, _describe_failure(quick, problem or str((payload or {}).get("error", "")))))
         return failed(why, detail, digest)
     facts = facts_from_quick(payload, Limits(0, 0, 0, 0), scan=False)
@@ -262,7 +262,7 @@ def inspect_container(
     if lres.error == "timeout" and not last_stage(lres.stdout):
         live = missing(Why.timeout, f"the probe container never reached the script within {limits.live_timeout_s:g} s")
     elif lres.returncode in _DOCKER_OWN_EXIT and parse_result(lres.stdout)[0] is None:
-        live = missing(*_docker_problem(lres, ref, f"docker run {ref}"))
+        live = missing(*docker_problem(lres, ref, f"docker run {ref}"))
     else:
         live = live_from_result(lres, limits.live_timeout_s)
     return facts.model_copy(update={"live": live})
