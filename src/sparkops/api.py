@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the
     from sparkops.report.model import Report
 
 __all__ = ["CollectOptions", "collect", "preflight", "plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
-           "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload", "container_options",
+           "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload", "container_options", "diagnose",
            "target_label"]
 
 
@@ -327,3 +327,14 @@ def explain(gid: str, kb: Knowledge | None = None) -> Gotcha:
     if key not in kb.gotchas:
         raise KeyError(f"no gotcha {gid!r}; known: {', '.join(kb.gotchas)}")
     return kb.gotchas[key]
+
+
+def diagnose(text: str, source: str = "-", facts: Facts | Path | None = None):  # noqa: ANN201 - Diagnosis
+    """Which gotcha an error log, traceback or pasted report points at (``spark-ops diagnose``):
+    findings best first with evidence lines and fixes; ``facts`` (a snapshot or its path) confirm
+    or rule out. The matcher lives in :mod:`sparkops.diagnose`; this is its library entry."""
+    from sparkops.diagnose import diagnose_text
+
+    if isinstance(facts, (str, Path)):
+        facts = load_facts(Path(facts))
+    return diagnose_text(text, source=source, facts=facts)

@@ -125,3 +125,15 @@ def test_live_collects_quick_facts(monkeypatch, capsys):
     assert exc.value.code == 1 and seen["depth"] == "quick"
     out = json.loads(capsys.readouterr().out)
     assert out[0]["findings"][0]["facts"][0]["effect"] == "confirms"
+
+
+def test_the_library_api_diagnoses_with_a_snapshot_path():
+    from pathlib import Path
+
+    from sparkops import api
+
+    snap = Path(__file__).parents[1] / "fixtures" / "facts" / "gb10_page_cache.json"
+    d = api.diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", source="t.log",
+                     facts=snap)
+    assert d.top == "G3" and d.model_dump(mode="json")["file"] == "t.log"
+    assert api.diagnose("all good, training finished").top == "none"
