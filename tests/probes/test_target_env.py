@@ -3,7 +3,6 @@ interpreters. Every test runs the probe script in a real child interpreter."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
@@ -445,10 +444,13 @@ def test_full_import_error_is_reported_with_its_type(tmp_path, env):
     assert live.error.startswith("ImportError: ") and "libcudart.so.12" in live.error
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="the tool's venv has torch here")
-def test_full_on_the_tools_own_interpreter_without_torch(env):
-    facts = inspect_target(sys.executable, env, depth="full", limits=FAST)
-    assert facts.python == sys.executable
+def test_full_on_a_real_interpreter_without_torch(env, tmp_path):
+    # this very interpreter, run with -S (no site-packages): no torch even where the test venv has one
+    py = tmp_path / "python-nosite"
+    py.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    py.chmod(0o755)
+    facts = inspect_target(str(py), env, depth="full", limits=FAST)
+    assert facts.python == str(py)
     assert isinstance(facts.torch, Unavailable) and facts.torch.unavailable is Why.not_found
     assert facts.live.import_ok is False
     assert facts.live.error.startswith("ModuleNotFoundError") and "torch" in facts.live.error
