@@ -36,6 +36,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 class SchemaName(str, Enum):
     facts = "facts"
     report = "report"
+    plan = "plan"
+    diagnosis = "diagnosis"
+    bandwidth = "bandwidth"
+    fleet = "fleet"
 
 
 # ---- shared options
@@ -168,13 +172,12 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
 
 
 @app.command()
-def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report")]) -> int:
-    """Print the JSON Schema of the facts snapshot or of env-report.json."""
-    from sparkops.facts.model import Facts
-    from sparkops.report.model import Report
+def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report | plan | diagnosis | bandwidth | fleet")]) -> int:
+    """Print the JSON Schema of an output: the facts snapshot, env-report.json, plan / diagnose /
+    bandwidth --json, or fleet-report.json."""
+    from sparkops.report.schemas import json_schema
 
-    model = Facts if name is SchemaName.facts else Report
-    sys.stdout.write(json.dumps(model.model_json_schema(), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_schema(name.value), indent=2) + "\n")
     return 0
 
 

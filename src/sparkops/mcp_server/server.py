@@ -9,7 +9,6 @@ the CLI would print: the server itself survives any call.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
 import os
@@ -32,6 +31,7 @@ from mcp.types import ToolAnnotations
 from sparkops import __version__
 from sparkops.errors import InputError
 from sparkops.mcp_server import tools
+from sparkops.report.schemas import SCHEMAS, json_schema
 
 NAME = "spark-ops"
 BASE_BOUND_S = 120.0  # wall-clock bound of any call, on top of a collection's own budget
@@ -47,7 +47,7 @@ result and cite its G-number.
 - plan: will a fine-tune fit in memory, and what to change if not.
 - collect_facts: the raw facts snapshot (secrets removed).
 Resources: sparkops://gotchas (the catalog), sparkops://gotchas/{gotcha_id}, sparkops://stack-matrix \
-(the dated known-good stack), sparkops://schema/{report,facts,plan,diagnosis} (JSON Schemas of the results).
+(the dated known-good stack), sparkops://schema/{report,facts,plan,diagnosis,bandwidth,fleet} (JSON Schemas of the results).
 Nothing here changes the machine; a file is written only where a *_path argument names one. \
 Relative paths resolve against the server's working directory: {cwd}"""
 
@@ -121,19 +121,9 @@ def stack_matrix() -> str:
     return _dumps(api.knowledge().matrix.model_dump(mode="json"))
 
 
-SCHEMAS = {  # resource name -> the result's model; report and facts are what `spark-ops schema` prints
-    "report": ("sparkops.report.model", "Report"),
-    "facts": ("sparkops.facts.model", "Facts"),
-    "plan": ("sparkops.planner.plan", "PlanResult"),
-    "diagnosis": ("sparkops.diagnose.model", "Diagnosis"),
-}
-
-
 def _schema_resource(name: str):
-    module, attr = SCHEMAS[name]
-
     def read() -> str:
-        return _dumps(getattr(importlib.import_module(module), attr).model_json_schema())
+        return _dumps(json_schema(name))
 
     read.__name__ = f"schema_{name}"
     return read
