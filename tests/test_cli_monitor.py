@@ -93,7 +93,7 @@ def test_analyze_logs_without_timestamps_or_rows_do_not_crash(tmp_path):
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
         p = spark_ops("thermal", "analyze", str(tmp_path / name))
-        assert p.returncode in (0, 1), (name, p.stderr)
+        assert p.returncode == (3 if name == "empty.csv" else 0), (name, p.stderr)  # empty: no samples
         assert "Traceback" not in p.stderr and "internal error" not in p.stderr
 
 
@@ -111,3 +111,11 @@ def test_stop_without_log_finds_the_sampler_started_on_an_earlier_day(tmp_path):
         stopped = spark_ops("thermal", "stop", "--json", env=env, cwd=work)
     assert json.loads(stopped.stdout)["running"] is False
     assert not (work / (old + ".pid")).exists()
+
+
+def test_analyze_of_a_file_with_no_samples_is_exit_3_not_all_clear(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("this is not a log\nat all\n")
+    p = spark_ops("thermal", "analyze", str(f))
+    assert p.returncode == 3 and "no samples could be read" in p.stderr
+    assert "nothing to judge" in p.stdout  # the reason is still said

@@ -354,7 +354,7 @@ def thermal_analyze(
 ) -> int:
     """Judge a recorded log: throttling, power plateau, low-clock state, memory pressure, new neighbours.
 
-    Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read.
+    Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read or held no samples.
     """
     from sparkops.monitor.analyze import analyze_text
 
@@ -373,6 +373,9 @@ def thermal_analyze(
         lines += [f"  {e.gotcha} {e.kind} {e.start} -> {e.end or 'end of log'}: {e.summary}" for e in res.events]
         lines += [f"note: {n}" for n in res.notes]
         sys.stdout.write("\n".join(lines) + "\n")
+    if res.samples == 0:  # nothing could be read as a sample: that is not "nothing to warn about"
+        sys.stderr.write(f"spark-ops: no samples could be read from {file}\n")
+        return 3
     return 1 if any(e.severity == "warn" for e in res.events) else 0
 
 
