@@ -616,3 +616,64 @@ def test_triton_bundling_an_old_ptxas_is_drift():
 def test_refreshing_a_playbooks_names_and_tags_is_g8_elsewhere_it_is_not():
     assert top("Update the model names and Docker image tags in the fine-tuning playbook README") == "G8"
     assert top("Update the model names and Docker image tags in our internal deploy script") == "none"
+
+
+def test_heat_that_stalls_a_long_run_is_g4_in_any_language_and_a_calm_reading_is_not():
+    assert top("Forty minutes into a LoRA run on the DGX Spark the GPU sits at 92 C; iteration time creeps up.") == "G4"
+    assert top("Meine DGX Spark drosselt nach einer Stunde Training, die GPU steht bei 90 °C.") == "G4"
+    assert top("На DGX Spark при долгом инференсе начинается троттлинг, GPU 91°C.") == "G4"
+    assert top("After two hours of inference the GB10 reads 87 C; clocks stay at 2.4 GHz, no throttling.") == "none"
+    assert top("DGX Spark перегрев? Нет, 80°C под нагрузкой это нормально, без троттлинга.") == "none"
+
+
+def test_a_framework_without_a_cuda13_arm64_gpu_build_is_g1_a_missing_extension_wheel_is_not():
+    assert top("On the GB10 the library can't use the GPU at all and inference falls back to the CPU. "
+               "Please publish a package for arm64 with CUDA 13.") == "G1"
+    assert top("causal-conv1d doesn't ship a prebuilt wheel for sm_121, so you compile it from source on the "
+               "Spark; it builds fine with torch cu130.") == "none"
+    assert top("Does PaddleOCR support GPU on the DGX Spark? I haven't tried it yet.") == "none"
+
+
+def test_nvfp4_kept_off_its_native_sm121_kernels_is_g7_a_widened_gate_that_works_is_not():
+    assert top("On the GB10 (sm_121) the NVFP4 MoE kernel dispatch only checks for sm 120, so the native FP4 "
+               "grouped GEMM is skipped.") == "G7"
+    assert top("sglang on GB10: the FP4 MoE path is gated to capability 12.0, so sm121 never reaches the NVFP4 "
+               "kernels and decode is slow.") == "G7"
+    assert top("vLLM on DGX Spark: for our NVFP4 checkpoint the kernel selector picks a W4A16 dequant kernel "
+               "instead of the native W4A4 GEMM; prefill is 30% slower.") == "G7"
+    assert top("Add 12.1 to TORCH_CUDA_ARCH_LIST for the release wheels and Docker images; the NVFP4 and Marlin "
+               "kernel lists already include 12.1.") == "none"
+    assert top("I claimed sm_120f broke FP4 on sm_121, but I ran it on the GB10: identical output from both "
+               "targets. Reverting that part.") == "none"
+
+
+def test_pipeline_chosen_over_tp_across_two_sparks_is_g10_tp_that_works_is_not():
+    assert top("Two DGX Sparks over the 200G link: pipeline parallelism beats tensor parallelism for us.") == "G10"
+    assert top("Across our two GB10 nodes tensor parallel loses to pipeline parallel by 40% on decode.") == "G10"
+    assert top("Two Sparks over ConnectX-7 with tensor parallel 2 works well; the 1 us RTT is plenty. The higher "
+               "aggregate throughput is because it's batching across many requests.") == "none"
+
+
+def test_a_pool_shared_with_a_resident_server_is_g6_a_start_that_needs_headroom_is_g3():
+    assert top("ComfyUI and Ollama both live on our GB10; the GPU is time-sliced and the memory pool is shared "
+               "with the Ollama server, so ComfyUI gets evicted when Ollama loads a big model.") == "G6"
+    headroom = ("The 120B recipe on the Spark crashed on startup until I lowered the memory utilisation to 0.85 "
+                "and it started; nothing else running. You need to free up the last GB.")
+    assert top(headroom) == "G3"
+
+
+def test_flash_attention_3_being_hopper_only_on_the_gb10_is_g2():
+    assert top("FlashAttention 3 is Hopper-only, so on the GB10 we replaced FA3 with SDPA.") == "G2"
+    assert top("FlashAttention 3 runs on our H100 nodes.") == "none"
+
+
+def test_a_dispatch_that_matches_sm120_exactly_is_g7_only_when_nvfp4_is_behind_it():
+    guard = ("The kernel dispatch compares the SM version with == 120, an exact match that misses SM121 on the "
+             "GB10, so it falls through to NOT_IMPLEMENTED.\n")
+    assert top(guard + "Affected: the NVFP4 scaled-mm and NVFP4 MoE kernels.") == "G7"
+    assert top(guard + "Affected: the rotary-embedding kernel.") == "none"
+
+
+def test_pipeline_training_across_two_sparks_that_scales_is_not_g10():
+    assert top("Two DGX Sparks train a 70B LoRA with torch pipelining (1F1B); the pair reaches 1.7x one node's "
+               "tokens per second, and plain data parallel is better where the model fits on one node.") == "none"
