@@ -45,9 +45,9 @@ def cases() -> list[dict]:
     return [_load(p) for p in CASE_FILES]
 
 
-@pytest.mark.parametrize("path", CASE_FILES, ids=lambda p: p.stem)
-def test_case_file_is_well_formed(path: Path):
-    case = _load(path)
+def check_case(case: object, path: Path, *, stripped: bool = False) -> None:
+    """One case file's contract (shared with the held-out sets); ``stripped``: excerpts carry no
+    trailing spaces (the held-out sets promise that; this set does not)."""
     assert isinstance(case, dict), "a case file holds one mapping"
     missing = [k for k in REQUIRED if k not in case]
     assert not missing, f"missing fields: {missing}"
@@ -65,9 +65,16 @@ def test_case_file_is_well_formed(path: Path):
 
     lines = case["text"].splitlines()
     assert len(lines) <= MAX_TEXT_LINES, f"text has {len(lines)} lines, limit {MAX_TEXT_LINES}"
+    if stripped:
+        assert all(line == line.rstrip() for line in lines), "trailing spaces are stripped from excerpts"
     for pattern in SECRET_PATTERNS:
         hit = pattern.search(case["text"])
         assert hit is None, f"text contains something shaped like a credential: {hit.group(0)[:12]}..."
+
+
+@pytest.mark.parametrize("path", CASE_FILES, ids=lambda p: p.stem)
+def test_case_file_is_well_formed(path: Path):
+    check_case(_load(path), path)
 
 
 def test_ids_and_sources_are_unique(cases):
