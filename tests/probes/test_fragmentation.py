@@ -111,3 +111,14 @@ def test_buddyinfo_roundtrip(zones):
 def test_parsers_never_raise(text):
     fragmentation.parse_buddyinfo(text)
     fragmentation.parse_pagetypeinfo(text)
+
+
+def test_recorded_device_buddyinfo():
+    text = (RAW / "h200-device.buddyinfo").read_text()
+    zones = fragmentation.parse_buddyinfo(text)
+    assert [z.zone for z in zones] == ["DMA", "DMA32", "Normal"]
+    order, pt = fragmentation.parse_pagetypeinfo((RAW / "h200-device.pagetypeinfo").read_text())
+    assert order == 9
+    for z in pt:  # pagetypeinfo's per-type counts add up to buddyinfo's, when read at the same moment
+        buddy = next(b for b in zones if b.zone == z.zone)
+        assert len(buddy.free_blocks) == len(next(iter(z.free_blocks.values())))

@@ -164,3 +164,20 @@ def test_bad_minutes_and_bad_baseline(tmp_path, monkeypatch):
     (tmp_path / "junk.json").write_text("{}")
     with pytest.raises(InputError):
         _soak(tmp_path, monkeypatch, compare_path=tmp_path / "junk.json")
+
+
+def test_recorded_h200_soak_recomputes_to_what_the_device_reported():
+    """The device run of 2026-12-03 (benchmarks/results/soak-h200-20261203.md): its fsynced log, read
+    back here with a load window taken from the log alone, gives the figures the run printed."""
+    rows, _ = read_log((THERMAL / "h200_soak_20261203.csv").read_text())
+    reported = json.loads((THERMAL / "h200_soak_20261203.json").read_text())["metrics"]
+    t0 = seconds(rows[0]["timestamp"])
+    start = next(seconds(r["timestamp"]) - t0 for r in rows if (r["power.draw [W]"] or 0) > 100) - 0.5
+    end = [seconds(r["timestamp"]) - t0 for r in rows if (r["utilization.gpu [%]"] or 0) >= 50][-1]
+    m = compute(rows, start, end, cap_w=700.0)
+    assert m.power_plateau_w == pytest.approx(reported["power_plateau_w"], abs=2.0)
+    assert m.clock_median_mhz == pytest.approx(reported["clock_median_mhz"], abs=15)
+    assert m.clock_cv_pct == pytest.approx(reported["clock_cv_pct"], abs=0.3)
+    assert m.reason_names == reported["reason_names"] == ["SwPowerCap"]
+    assert m.temp_max_c == reported["temp_max_c"]
+    assert m.thermal_slope_c_per_min == pytest.approx(reported["thermal_slope_c_per_min"], abs=0.3)
