@@ -241,8 +241,9 @@ def _register_later_commands() -> None:
     from sparkops.diagnose import command as diagnose
     from sparkops.fleet import command as fleet
     from sparkops.mcp_server import command as mcp
+    from sparkops.postmortem import command as postmortem
 
-    for module in (diagnose, bandwidth, fleet, mcp):
+    for module in (diagnose, bandwidth, fleet, mcp, postmortem):
         module.register(app)
 
 

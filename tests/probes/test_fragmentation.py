@@ -119,6 +119,6 @@ def test_recorded_device_buddyinfo():
     assert [z.zone for z in zones] == ["DMA", "DMA32", "Normal"]
     order, pt = fragmentation.parse_pagetypeinfo((RAW / "h200-device.pagetypeinfo").read_text())
     assert order == 9
-    for z in pt:  # pagetypeinfo's per-type counts add up to buddyinfo's, when read at the same moment
+    for z in pt:  # the same zones, with the same number of orders
         buddy = next(b for b in zones if b.zone == z.zone)
         assert len(buddy.free_blocks) == len(next(iter(z.free_blocks.values())))
