@@ -239,12 +239,13 @@ def _register_later_commands() -> None:
     """Each feature package registers its own command: cli.py stays a thin layer."""
     from sparkops.bandwidth import command as bandwidth
     from sparkops.diagnose import command as diagnose
+    from sparkops.exporter import command as exporter
     from sparkops.fix import command as fix
     from sparkops.fleet import command as fleet
     from sparkops.mcp_server import command as mcp
     from sparkops.postmortem import command as postmortem
 
-    for module in (diagnose, bandwidth, fleet, mcp, postmortem, fix):
+    for module in (diagnose, bandwidth, fleet, mcp, postmortem, fix, exporter):
         module.register(app)
 
 
