@@ -72,17 +72,18 @@ def parse_pagetypeinfo(text: str) -> tuple[int | None, list[PagetypeZone]]:
 
 
 def page_size(root: Path) -> int | Unavailable:
-    """The kernel's base page size (4 KiB, or 64 KiB on arm64 -64k kernels)."""
+    """The kernel's base page size (4 KiB, or 64 KiB on arm64 -64k kernels): sysconf on the live
+    machine, the first KernelPageSize line of a recorded root's /proc/self/smaps otherwise."""
+    if root == Path("/"):
+        try:
+            return int(os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError):
+            pass
     text = read_small(under_root(root, "/proc/self/smaps"), limit=1 << 16)
     if isinstance(text, str):
         m = _KPS.search(text)
         if m and int(m.group(1)) > 0:
             return int(m.group(1)) * 1024
-    if root == Path("/"):
-        try:
-            return int(os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError) as exc:
-            return missing(Why.error, f"sysconf(SC_PAGE_SIZE): {exc}")
     return text if isinstance(text, Unavailable) else missing(Why.error, "no KernelPageSize in smaps")
 
 
