@@ -117,39 +117,44 @@ class CheckContext:
     def line(self, r: Reason) -> str:
         return render(self.kb.subcode(r.code).line, r.values)
 
-    def conclude(self, gotcha: str, reasons: Sequence[Reason], *, status: Status | None = None,
-                 reading: str = "", evidence: list[Evidence] | None = None, notes: list[str] | None = None,
-                 detail: str = "") -> Finding:
-        """A finding from the owner's decisions, worded by the catalog: the leading reason gives the
-        status (unless given), the summary line, the fix and where it runs; the others follow in the
-        detail, with any fix of their own that differs."""
-        if not reasons:
-            raise ValueError(f"{gotcha}: a finding needs at least one decision")
-        lead = reasons[0]
-        entry = self.kb.subcode(lead.code)
-        st = status or Status(entry.status)
-        lines = [self.line(r) for r in reasons]
-        summary = lines[0] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
-        fixes: list[str] = []
-        if st in (Status.fail, Status.warn, Status.unknown):
-            for r in reasons:
-                sub = self.kb.subcode(r.code)
-                text = render(sub.fix, r.values)
-                if text and text not in fixes and Status(sub.status) in (Status.fail, Status.warn, Status.unknown):
-                    fixes.append(text)
-        parts = [*lines[1:], reading, detail]
-        return Finding(gotcha=gotcha, status=st, summary=summary, detail="; ".join(p for p in parts if p),
-                       evidence=evidence or [], notes=notes or [], fix=" Also: ".join(fixes),
-                       code=lead.code, codes=[r.code for r in reasons],
-                       values={k: _plain(v) for k, v in lead.values.items()},
-                       fix_where=entry.where if fixes else "")
+    def conclude(self, gotcha: str, reasons: Sequence[Reason], **kw: Any) -> Finding:
+        """See :func:`conclude`."""
+        return conclude(self.kb, gotcha, reasons, **kw)
 
     def decide(self, gotcha: str, code: str, *, status: Status | None = None, reading: str = "",
                evidence: list[Evidence] | None = None, notes: list[str] | None = None, detail: str = "",
                **values: Any) -> Finding:
-        """One decision as a finding (see :meth:`conclude`)."""
-        return self.conclude(gotcha, [Reason(code, values)], status=status, reading=reading, evidence=evidence,
-                             notes=notes, detail=detail)
+        """One decision as a finding (see :func:`conclude`)."""
+        return conclude(self.kb, gotcha, [Reason(code, values)], status=status, reading=reading, evidence=evidence,
+                        notes=notes, detail=detail)
+
+
+def conclude(kb: Knowledge, gotcha: str, reasons: Sequence[Reason], *, status: Status | None = None,
+             reading: str = "", evidence: list[Evidence] | None = None, notes: list[str] | None = None,
+             detail: str = "") -> Finding:
+    """A finding from an owner's decisions, worded by the catalog: the leading reason gives the status
+    (unless given), the summary line, the fix and where it runs; the others follow in the detail, and
+    any fix of theirs that differs is appended."""
+    if not reasons:
+        raise ValueError(f"{gotcha}: a finding needs at least one decision")
+    lead = reasons[0]
+    entry = kb.subcode(lead.code)
+    st = status or Status(entry.status)
+    lines = [render(kb.subcode(r.code).line, r.values) for r in reasons]
+    summary = lines[0] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
+    fixes: list[str] = []
+    if st in (Status.fail, Status.warn, Status.unknown):
+        for r in reasons:
+            sub = kb.subcode(r.code)
+            text = render(sub.fix, r.values)
+            if text and text not in fixes and Status(sub.status) in (Status.fail, Status.warn, Status.unknown):
+                fixes.append(text)
+    parts = [*lines[1:], reading, detail]
+    return Finding(gotcha=gotcha, status=st, summary=summary, detail="; ".join(p for p in parts if p),
+                   evidence=evidence or [], notes=notes or [], fix=" Also: ".join(fixes),
+                   code=lead.code, codes=[r.code for r in reasons],
+                   values={k: _plain(v) for k, v in lead.values.items()},
+                   fix_where=entry.where if fixes else "")
 
 
 def _plain(v: Any) -> Any:

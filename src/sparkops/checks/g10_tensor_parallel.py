@@ -96,7 +96,7 @@ def role(ctx: CheckContext, job: Job) -> tuple[str, str]:
     if method == "inference":
         return "serve", "the workload is inference"
     if method:
-        return "train", f"the workload is {method}"
+        return "train", f"the workload's method is {method}"
     return "train", "nothing in it says it serves, so it is judged as training"
 
 
