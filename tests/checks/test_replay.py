@@ -19,7 +19,7 @@ EXPECTED: dict[str, tuple[str, str, dict[str, str]]] = {
         "G7": "pass", "G8": "pass", "G9": "pass", "G10": "pass"}),
     "gb10_bare_pip_cu128": ("dgx-spark", "blocked", {"G1": "fail", "G2": "pass", "G9": "warn"}),
     "gb10_page_cache": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "warn", "G6": "pass"}),
-    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "unknown", "G6": "warn", "G9": "unknown"}),
+    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "unknown", "G6": "warn", "G9": "warn"}),
     # a vLLM recipe with TP 2 across two Sparks, replayed with its serving workload: a trade-off, not a
     # blocker (issue 15); judged without a workload (below) or as training, it blocks
     "gb10_two_node_tp2": ("dgx-spark", "ready-with-warnings", {"G8": "warn", "G9": "info", "G10": "warn"}),
