@@ -104,7 +104,7 @@ class CheckContext:
     workload: Workload
     platform: str  # "dgx-spark" | "nvidia" | "none"
     profile: Profile | None  # the GPU's profile, None when unknown or no GPU
-    headroom_gb: float | None  # MemAvailable (or CUDA free on discrete GPUs) minus the reserve
+    headroom_gib: float | None  # GiB: MemAvailable (or CUDA free on discrete GPUs) minus the reserve
 
     def finding(self, gotcha: str, status: Status, summary: str, **kw: Any) -> Finding:
         """Build a finding; a non-pass status gets the catalog fix unless one is given."""

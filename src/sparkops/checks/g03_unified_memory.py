@@ -95,8 +95,8 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
         evidence.append(ev("memory.cgroup.limit_bytes", cg.limit_bytes))
         notes.append(f"a cgroup memory limit of {_gib(cg.limit_bytes):.1f} GiB is set; on unified memory it does "  # type: ignore[arg-type]
                      "not bound the driver's GPU allocations, so do not rely on it to protect the host")
-    if ctx.headroom_gb is not None and abs(ctx.headroom_gb - budget) > 0.05:
-        notes.append(f"the verdict's headroom ({ctx.headroom_gb:.1f} GiB) differs from this unified-memory "
+    if ctx.headroom_gib is not None and abs(ctx.headroom_gib - budget) > 0.05:
+        notes.append(f"the verdict's headroom ({ctx.headroom_gib:.1f} GiB) differs from this unified-memory "
                      f"budget ({budget:.1f} GiB): NVML answered a memory query on a unified device")
     reading = (f"free {_gib(free):.1f} / available {_gib(avail):.1f} / page cache {_gib(cache):.1f} GiB "
                f"of {_gib(total):.1f} GiB unified")
@@ -122,9 +122,9 @@ def _discrete(ctx: CheckContext, evidence: list[Evidence]) -> Finding:
     if known(mi) and "MemAvailable" in mi:  # type: ignore[operator]
         parts.append(f"host available {_gib(mi['MemAvailable']):.1f} GiB")  # type: ignore[index]
     _psi(ctx.facts.memory.psi, warns, evidence, float(kb.t("g3.psi_full_avg10_warn")))
-    _fit(ctx, ctx.headroom_gb, fails, warns)
+    _fit(ctx, ctx.headroom_gib, fails, warns)
     notes = []
-    if ctx.workload.estimated_peak_gb is not None and ctx.headroom_gb is None:
+    if ctx.workload.estimated_peak_gb is not None and ctx.headroom_gib is None:
         notes.append("the workload's peak was not tested: GPU 0's free memory was not read")
     return _judge(ctx, "; ".join(parts) + " (discrete memory: page cache does not reduce it)", fails, warns, notes,
                   evidence, unified=False)
@@ -157,7 +157,7 @@ def _untested_values(w) -> dict[str, str]:
 def check(ctx: CheckContext) -> Finding:
     ident = identity.identify(ctx.facts, ctx.kb)
     mi = ctx.facts.memory.meminfo_bytes
-    evidence: list[Evidence] = [ev("headroom_gb", ctx.headroom_gb)]
+    evidence: list[Evidence] = [ev("headroom_gib", ctx.headroom_gib)]
     if ctx.platform == "none":
         host = ""
         if known(mi) and "MemAvailable" in mi:  # type: ignore[operator]

@@ -58,7 +58,7 @@ def identify(facts: Facts, kb: Knowledge) -> Identity:
     return Identity(platform, profile, dev, name, tuple(cap) if cap else None, unified)  # type: ignore[arg-type]
 
 
-def headroom_gb(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
+def headroom_gib(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     """The memory budget the verdict uses.
 
     Unified memory (GB10, or NVML memory NOT_SUPPORTED): MemAvailable minus the OS/driver
