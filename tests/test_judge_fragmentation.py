@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sparkops import judge_fragmentation as jf
 from sparkops.facts.model import BuddyZone, FragmentationFacts
 from sparkops.facts.reading import Why, missing
+from sparkops.knowledge import load
 from sparkops.probes import fragmentation
 
 RAW = Path(__file__).parent / "fixtures" / "raw" / "buddyinfo"
@@ -23,12 +24,12 @@ def _facts(buddy: str, pagetype: str | None = None, page: int = 4096) -> Fragmen
 
 
 def test_packaged_thresholds_are_the_defaults():
-    assert jf.thresholds() == jf.DEFAULTS
+    assert jf.thresholds(load()) == jf.DEFAULTS
 
 
 def test_fresh_gb10_passes_even_for_a_100_gb_plan():
     f = _facts("gb10-built-fresh.buddyinfo")
-    d = jf.judge(f, th=jf.thresholds())
+    d = jf.judge(f, th=jf.thresholds(load()))
     assert d.status == "pass" and d.code is None
     assert d.values["large_share"] > 0.95
     assert jf.judge(f, need_bytes=100 * 10**9).status == "pass"

@@ -46,11 +46,9 @@ class Decision:
     fix: str = ""
 
 
-def thresholds() -> dict[str, float]:
-    """The packaged ``fragmentation:`` thresholds."""
-    from sparkops import api
-
-    return {k: float(api.knowledge().t(f"fragmentation.{k}")) for k in DEFAULTS}
+def thresholds(kb) -> dict[str, float]:  # noqa: ANN001 - a Knowledge
+    """The packaged ``fragmentation:`` thresholds from a loaded knowledge base."""
+    return {k: float(kb.t(f"fragmentation.{k}")) for k in DEFAULTS}
 
 
 def _order_for(block_bytes: float, page: int) -> int:
