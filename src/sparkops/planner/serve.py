@@ -410,6 +410,14 @@ class StartCheck(_M):
     detail: str = ""
 
 
+class BesideJob(_M):
+    """Another job sharing the pool (a second server, a fine-tune): what it holds and how we know."""
+
+    name: str
+    gib: float
+    how: str
+
+
 class ServePlanResult(_M):
     """``spark-ops plan --serve --json``. Sizes in GiB (2^30 bytes), per GPU."""
 
@@ -428,6 +436,7 @@ class ServePlanResult(_M):
     verdict: Verdict
     budget_gib: float  # what the pool can give this server now
     headroom_gib: float
+    beside: list[BesideJob] = Field(default_factory=list)  # other jobs planned on the same pool
     suggestions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     two_sparks: dict[str, str] = Field(default_factory=dict)
@@ -581,8 +590,10 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
 # ------------------------------------------------------------------ the plan
 
 
-def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10) -> ServePlanResult:
-    """Judge one server against one machine. Pure."""
+def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
+               beside: list[BesideJob] | None = None) -> ServePlanResult:
+    """Judge one server against one machine, beside other planned jobs on the same pool. Pure."""
+    beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
     wbytes, wdetail = weights_bytes(shape, fmt)
@@ -626,7 +637,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
 
     budget = (machine.available_gib if machine.available_gib is not None else machine.total_gib) - machine.os_reserve_gib
     footprint = p.footprint
-    headroom = budget - footprint
+    others = sum(b.gib for b in beside)
+    headroom = budget - others - footprint
     sugg: list[str] = []
     notes = list(p.notes)
     verdict: Verdict = "fits"
@@ -637,8 +649,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
-    if headroom < 0 and spec.engine in ("llama.cpp", "ollama"):
-        bad.append(f"it needs {footprint:.2f} GiB, the pool can give {budget:.2f} GiB")
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama") or beside):
+        with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
+        bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
+    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
+            and machine.free_gib - others < (p.start.requested_gib or 0):
+        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, CUDA's free memory "
+                     f"({machine.free_gib - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
+                     "start-up check asks for")
     if bad:
         verdict = "does-not-fit"
     elif p.start.passes is False and p.start.passes_after_flush:
@@ -680,5 +698,5 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                              params_b=round(shape.params_total / 1e9, 3), format=fmt, weights_detail=wdetail),
         weights_gib=round(weights_gib, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
-        budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), suggestions=sugg, notes=notes,
+        budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, suggestions=sugg, notes=notes,
         two_sparks=dict(info.two_sparks))

@@ -359,3 +359,42 @@ def candidate_names(model: str) -> list[str]:
         out.append("qwen3-coder-30b-a3b")
     seen: set[str] = set()
     return [n for n in out if not (n in seen or seen.add(n))]
+
+
+def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
+    """A pasted launch line, or free text ("serve qwen3-30b-a3b with vllm 32k context 8 users fp8")."""
+    if looks_like_command(text):
+        return parse_command(text, engine=engine)
+    from sparkops.workload import parse_workload
+
+    w = parse_workload(text)
+    eng = engine or next((c for c in w.components if c in ENGINES or c in ("llama.cpp",)), None) or "vllm"
+    users = None
+    m = re.search(r"(\d+)\s*(users|requests|concurrent|parallel|seqs|sequences)\b", text.lower())
+    if m:
+        users = int(m.group(1))
+    ctx = None
+    low = text.lower()
+    for pat in (r"(\d+(?:\.\d+)?)\s*(k)\s*(?:context|ctx|tokens)\b",
+                r"(?:context|ctx|max[-_ ]model[-_ ]len|context[-_ ]length)\s*[:=]?\s*(\d+(?:\.\d+)?)\s*(k?)\b",
+                r"\b(\d+(?:\.\d+)?)(k)\b"):
+        m = re.search(pat, low)
+        if m:
+            val = int(float(m.group(1)) * (1024 if m.group(2) else 1))
+            if val >= 128:
+                ctx = val
+                break
+    quant = {"nvfp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "int8": "int8", "int4": "awq"}.get(w.precision or "")
+    kw: dict[str, Any] = {"engine": eng, "model": w.model, "tensor_parallel": w.tensor_parallel or 1,
+                          "concurrency": users or w.batch_size, "quantization": quant}
+    if eng in ("vllm", "sglang"):
+        kw["max_model_len"] = ctx or w.seq_len
+    else:
+        kw["ctx_size"] = ctx or w.seq_len
+        if users:
+            kw["parallel"] = users
+    if w.model is None:
+        # a size alone ("70b") is not a model to serve: the shape decides the KV cache
+        raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "
+                              "or a GGUF file with --gguf)")
+    return ServeSpec(**kw)
