@@ -53,6 +53,8 @@ def spec_of(rec: dict) -> ServeSpec:
             continue
         elif k in ServeSpec.model_fields:
             kw[k] = v
+    if rec["engine"] == "ollama" and kw.get("ctx_size") and kw.get("parallel"):
+        kw["ctx_size"] //= kw["parallel"]  # the runner's --ctx-size is num_ctx x parallel
     return ServeSpec(**kw)
 
 
@@ -88,7 +90,8 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             skipped.append(f"{rid}: model not resolved ({exc})")
             continue
         machine = serve.Machine(source="log", total_gib=total or 1000.0,
-                                free_gib=obs.get("free_gib") or (total or 1000.0), unified=False)
+                                free_gib=obs.get("free_gib") or (total or 1000.0), unified=False,
+                                gpu_name=rec.get("gpu", ""))
         res = serve.plan_serve(shape, spec, machine)
         tp = max(1, spec.tensor_parallel)
         # weights

@@ -236,7 +236,7 @@ def weight_format(shape: ServeShape, spec: ServeSpec) -> str:
     return format_from_name(spec.model, spec.quantization) or shape.native_format or "bf16"
 
 
-def weights_bytes(shape: ServeShape, fmt: str) -> tuple[int, str]:
+def weights_bytes(shape: ServeShape, fmt: str, engine: str = "") -> tuple[int, str]:
     """Bytes the weights take in the engine (all ranks together) and how that was counted."""
     kb = engines_knowledge()
     if fmt.startswith("gguf:"):
@@ -254,7 +254,13 @@ def weights_bytes(shape: ServeShape, fmt: str) -> tuple[int, str]:
         return int(shape.params_total * wb), f"{fmt}: {wb:g} bytes per parameter"
     if fmt == "mxfp4":
         q = shape.params_expert or shape.params_linear
-        return int(q * wb + (shape.params_total - q) * 2), "MXFP4 experts (4.25 bits), everything else bf16"
+        pad = 1.0
+        if engine == "vllm" and shape.params_expert and shape.hidden and shape.expert_intermediate:
+            p = engine_value("vllm", "mxfp4_pad")
+            pad = (-(-shape.hidden // p["hidden"]) * p["hidden"] / shape.hidden) * \
+                  (-(-shape.expert_intermediate // p["intermediate"]) * p["intermediate"] / shape.expert_intermediate)
+        note = f", experts padded x{pad:.3f} (vLLM's MXFP4 layout)" if pad > 1 else ""
+        return int(q * pad * wb + (shape.params_total - q) * 2), f"MXFP4 experts (4.25 bits), everything else bf16{note}"
     q = shape.params_linear
     return int(q * wb + (shape.params_total - q) * 2), \
         f"{fmt} decoder Linear weights ({wb:g} bytes each, scales included), embeddings/lm_head/norms bf16"
@@ -318,6 +324,7 @@ class Machine(BaseModel):
     page_cache_gib: float | None = None  # MemAvailable - MemFree: what drop_caches gives back
     unified: bool = False
     os_reserve_gib: float = 0.0
+    gpu_name: str = ""  # engines pick defaults by it (vLLM: A100s get the small-GPU defaults)
     detail: str = ""
 
 
@@ -337,12 +344,13 @@ def machine_from_facts(facts: Facts, source: str, os_reserve_gib: float) -> Mach
         cache = (avail - free) if (avail is not None and free is not None) else None
         return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(avail),
                        page_cache_gib=_r(cache), unified=True, os_reserve_gib=os_reserve_gib,
+                       gpu_name=dev.name if dev is not None else "",
                        detail="unified memory: CUDA total = MemTotal, CUDA free = MemFree")
     if dev is not None and known(dev.memory_total_bytes):
         total = dev.memory_total_bytes / GIB  # type: ignore[operator]
         free = dev.memory_free_bytes / GIB if known(dev.memory_free_bytes) else None  # type: ignore[operator]
         return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(free),
-                       unified=False, detail=f"GPU 0 ({dev.name}) device memory")
+                       unified=False, gpu_name=dev.name, detail=f"GPU 0 ({dev.name}) device memory")
     raise ServeInputError("no GPU memory in these facts (no GPU, or its memory was not read); "
                           "give --target dgx-spark or --budget-gb")
 
@@ -463,12 +471,13 @@ def _ge(v: tuple[int, int] | None, s: str) -> bool:
     return v >= (a, b)
 
 
-def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int) -> dict[str, float]:
+def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
     """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank)."""
     s = shape
     d_tok = engine_value("vllm", "default_max_num_batched_tokens")
     d_seq = engine_value("vllm", "default_max_num_seqs")
-    large = total_gib >= d_tok["large_gpu_from_gib"]
+    large = total_gib >= d_tok["large_gpu_from_gib"] and not any(
+        x.lower() in gpu_name.lower() for x in engine_value("vllm", "large_gpu_excludes"))
     v = _version(spec)
     if v == (0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
         tokens = spec.max_num_batched_tokens or max(spec.max_model_len or 2048, 2048)
@@ -480,7 +489,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     else:
         per_tok = 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
     act = tokens * per_tok
-    sampler = seqs * s.vocab / tp * engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    sampler = min(seqs, tokens) * s.vocab * engine_value("vllm", "sampler_bytes_per_seq_vocab")
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs = 0.0
     if not spec.enforce_eager and _ge(v, engine_value("vllm", "cudagraph_in_budget_since")):
@@ -504,7 +513,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
-    ov = vllm_overheads(shape, spec, m.total_gib, tp)
+    ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name)
     notes = []
     if spec.kv_cache_memory_bytes:
         kv_avail = spec.kv_cache_memory_bytes / GIB
@@ -596,7 +605,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
-    wbytes, wdetail = weights_bytes(shape, fmt)
+    wbytes, wdetail = weights_bytes(shape, fmt, spec.engine)
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
