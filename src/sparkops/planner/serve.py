@@ -624,7 +624,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
-        mml = cells // seqs if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
+        # llama.cpp (kv_unified, b6xxx+): every slot may grow to all -c cells, they share them;
+        # Ollama: each of the parallel sequences gets num_ctx
+        mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
     mml = mml or shape.context_train
     req = request_kv_bytes(shape, mml, kvb, tp) / GIB if mml else None
     pool = p.kv_available
@@ -677,9 +679,20 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
     if spec.engine == "vllm":
         util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
-        if p.start.passes is False and p.start.largest_share_now:
-            sugg.append(f"--gpu-memory-utilization {p.start.largest_share_now:.2f} passes the start-up check with "
-                        f"today's free memory ({machine.free_gib:.2f} of {machine.total_gib:.2f} GiB)")
+        floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
+            + (req or 0.0)
+        if p.start.passes is False and machine.free_gib is not None:
+            now = p.start.largest_share_now or 0.0
+            flushed = math.floor((machine.free_gib + (machine.page_cache_gib or 0.0)) / machine.total_gib * 100) / 100
+            if now * machine.total_gib >= floor_need:
+                sugg.append(f"--gpu-memory-utilization {now:.2f} passes the start-up check with today's free "
+                            f"memory ({machine.free_gib:.2f} of {machine.total_gib:.2f} GiB)")
+            if machine.page_cache_gib and flushed > now and flushed * machine.total_gib >= floor_need:
+                sugg.append(f"drop the page cache first (sync; echo 3 > /proc/sys/vm/drop_caches, as root): "
+                            f"then --gpu-memory-utilization {flushed:.2f} passes")
+            if flushed * machine.total_gib < floor_need:
+                sugg.append(f"even with the page cache dropped, {flushed * machine.total_gib:.2f} GiB is free and this "
+                            f"server needs {floor_need:.2f} GiB: stop other jobs, or a smaller model or quantization")
         if fits_len is False and longest:
             sugg.append(f"--max-model-len {longest // 1024 * 1024 if longest >= 1024 else longest} fits the pool")
         if req and (fits_len is False or (spec.concurrency and conc is not None and conc < spec.concurrency)):
@@ -688,6 +701,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                                  + p.overheads["cudagraph"])) / machine.total_gib
             sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
                         f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+        if headroom < 0 and not bad:
+            share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
+            sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
+                        f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
         if kvb >= 2 and req:
             sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
         if machine.unified:
