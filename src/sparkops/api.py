@@ -129,7 +129,8 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     return Report(
         platform=ident.platform,  # type: ignore[arg-type]
         checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
-        headroom_gb=ctx.headroom_gb,
+        headroom_gb=round(ctx.headroom_gib * 2**30 / 1e9, 1) if ctx.headroom_gib is not None else None,
+        headroom_gib=ctx.headroom_gib,
         verdict=verdict,  # type: ignore[arg-type]
         tool_version=__version__,
         generated_at=datetime.now(timezone.utc),  # noqa: UP017

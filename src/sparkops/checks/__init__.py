@@ -45,7 +45,7 @@ CHECKS: dict[str, ModuleType] = {
 def context(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> CheckContext:
     ident = identity.identify(facts, kb)
     return CheckContext(facts=facts, kb=kb, workload=workload or Workload(), platform=ident.platform,
-                        profile=ident.profile, headroom_gb=identity.headroom_gb(facts, ident, kb))
+                        profile=ident.profile, headroom_gib=identity.headroom_gib(facts, ident, kb))
 
 
 def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tuple[CheckContext, list[Finding]]:

@@ -40,8 +40,8 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     head.append("Verdict: ", style="bold")
     head.append(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
     head.append(f"   platform {report.platform}")
-    if report.headroom_gb is not None:
-        head.append(f" · headroom {report.headroom_gb:g} GiB")
+    if report.headroom_gib is not None:
+        head.append(f" · headroom {report.headroom_gib:g} GiB")
     con.print(head)
     if report.blocking:  # when blocked, the fixes come first (shared/spec/gotchas.md, Verdict)
         con.print(Text("Blocking — fix these first:", style="bold red"))
