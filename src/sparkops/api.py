@@ -120,7 +120,7 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     ident = identity_check.identify(facts, kb)
     by_id = {f.gotcha: f for f in findings}
     verdict = _verdict(findings)
-    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix)
+    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix, code=f.code, fix_where=f.fix_where)
                 for f in findings if f.status is Status.fail]
     notes = [r for r in facts.probes.values() if not r.ok]
     if facts.gpu.source == "nvidia-smi":

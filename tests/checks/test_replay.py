@@ -98,5 +98,7 @@ def test_replay_without_a_workload(name):
     assert verdict.verdict(findings) == EXPECTED_NO_WORKLOAD[name]
     by = {f.gotcha: f for f in findings}
     if by["identity"].status.value != "fail":
-        assert by["G8"].status.value in ("info", "skip")  # nothing to match against
+        # no workload: only the components installed in the target are matched (issue 15)
+        assert by["G8"].status.value in ("pass", "warn", "skip")
+        assert by["G8"].code != "G8.open-issues" or "installed" in by["G8"].detail
         assert by["G7"].status.value == "info"  # no precision planned: hardware only

@@ -61,6 +61,7 @@ def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tupl
         except Exception as exc:  # a rule bug becomes a visible unknown, never a crash
             f = Finding(gotcha=gid, status=Status.unknown,
                         summary=f"internal error in the {gid} check: {type(exc).__name__}: {exc}"[:300],
-                        detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.")
+                        detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.",
+                        code="internal-error", codes=["internal-error"])
         findings.append(f)
     return ctx, findings

@@ -2,7 +2,10 @@
 
 A check is a pure function ``check(ctx) -> Finding``: no I/O, no clock, no environment. It always
 answers with exactly one finding; "could not check" is a ``skip``/``unknown`` finding, never an
-empty result.
+empty result. A check *decides* (stable sub-codes such as ``G3.page-cache`` with their values); the
+catalog (``knowledge/gotchas.yaml``) *words* each decision: its status, its line, its fix and where
+the fix must run, as templates rendered here from the values. One owner per gotcha: diagnose,
+monitor and fleet call the same check functions instead of re-deriving them.
 """
 
 from __future__ import annotations
@@ -105,14 +108,6 @@ class CheckContext:
     platform: str  # "dgx-spark" | "nvidia" | "none"
     profile: Profile | None  # the GPU's profile, None when unknown or no GPU
     headroom_gib: float | None  # GiB: MemAvailable (or CUDA free on discrete GPUs) minus the reserve
-
-    def finding(self, gotcha: str, status: Status, summary: str, **kw: Any) -> Finding:
-        """Build a finding; a non-pass status gets the catalog fix unless one is given."""
-        if status in (Status.fail, Status.warn) and "fix" not in kw:
-            kw["fix"] = self.kb.gotcha(gotcha).fix if gotcha in self.kb.gotchas else ""
-        if kw.get("code") and not kw.get("codes"):
-            kw["codes"] = [kw["code"]]
-        return Finding(gotcha=gotcha, status=status, summary=summary, **kw)
 
     def line(self, r: Reason) -> str:
         return render(self.kb.subcode(r.code).line, r.values)

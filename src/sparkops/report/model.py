@@ -39,6 +39,8 @@ class BlockingItem(BaseModel):
     gotcha: str
     summary: str
     fix: str
+    code: str = ""  # the blocking decision's sub-code ("G1.wheel-cuda12")
+    fix_where: str = ""  # where the fix must run: host | container | target-env | anywhere
 
 
 class PlanSummary(BaseModel):
