@@ -314,3 +314,12 @@ def test_every_log_record_says_where_it_came_from_and_what_was_seen():
         assert r["observed"] and r["log"].strip(), r["id"]
         if r.get("model") is None:  # start-up check records carry what the check needs
             assert {"start", "free_gib"} <= set(r["observed"]) and r["gpu_total_gib"], r["id"]
+
+
+def test_readme_serve_examples_are_the_real_output():
+    from tests.planner.serve_readme import README, blocks, render
+
+    found = blocks(README.read_text(encoding="utf-8"))
+    assert len(found) == 3
+    for args, body in found:
+        assert body == render(args), f"README example drifted: python tests/planner/serve_readme.py rewrites it ({args})"
