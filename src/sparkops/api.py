@@ -231,8 +231,10 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
 
 def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | Path | None,
                    opts: CollectOptions | None, kb: Knowledge):
-    """The machine a server meets: a target profile, an explicit size, a snapshot, or this box now."""
+    """The machine a server meets (a target profile, an explicit size, a snapshot, or this box now)
+    and what already runs on it (from the facts, when there are facts)."""
     from sparkops.planner import serve
+    from sparkops.planner.serve_budget import neighbours
 
     reserve = float(kb.t("g3.os_reserve_gb"))
     if budget_gb is not None:
@@ -240,15 +242,20 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
             raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
         gib = budget_gb * 1e9 / serve.GIB
         return serve.Machine(source="explicit", total_gib=round(gib, 2), free_gib=round(gib, 2),
-                             available_gib=round(gib, 2), detail="given with --budget-gb (free = total)")
+                             available_gib=round(gib, 2), detail="given with --budget-gb (free = total)"), []
     if target is not None:
-        return serve.machine_from_target(target, reserve)
+        return serve.machine_from_target(target, reserve), []
     if isinstance(facts, (str, Path)):
-        return serve.machine_from_facts(load_facts(Path(facts)), str(facts), reserve)
-    if facts is None:
-        facts = collect(opts or CollectOptions(depth="quick", only=("gpu", "memory", "host")))
-        return serve.machine_from_facts(facts, "live", reserve)
-    return serve.machine_from_facts(facts, "given", reserve)
+        source, facts = str(facts), load_facts(Path(facts))
+    elif facts is None:
+        source = "live"
+        facts = collect(opts or CollectOptions(depth="quick", only=("gpu", "memory", "host", "processes")))
+    else:
+        source = "given"
+    machine = serve.machine_from_facts(facts, source, reserve)
+    running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how)
+               for n in neighbours(facts, machine.total_gib)]
+    return machine, running
 
 
 def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - serve.Machine -> serve.BesideJob
@@ -305,9 +312,10 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
         updates["engine"] = engine
     spec = ServeSpec(**{**spec.model_dump(), **updates})
     shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
-    machine = _serve_machine(target, budget_gb, facts, opts, kb)
+    machine, running = _serve_machine(target, budget_gb, facts, opts, kb)
     jobs = [_beside_job(t, machine, kb) for t in beside]
-    return serve.plan_serve(shape, spec, machine, fit_margin=float(kb.t("g3.fit_margin_fraction")), beside=jobs)
+    return serve.plan_serve(shape, spec, machine, fit_margin=float(kb.t("g3.fit_margin_fraction")), beside=jobs,
+                            running=running)
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

@@ -323,3 +323,16 @@ def test_readme_serve_examples_are_the_real_output():
     assert len(found) == 3
     for args, body in found:
         assert body == render(args), f"README example drifted: python tests/planner/serve_readme.py rewrites it ({args})"
+
+
+def test_serve_plan_from_a_snapshot_names_what_runs_now():
+    from tests.conftest import FIXTURES
+
+    from sparkops import api
+
+    res = api.serve_plan(workload="vllm serve qwen3-8b --max-model-len 32768 --gpu-memory-utilization 0.5",
+                         facts=FIXTURES / "facts" / "gb10_vllm_default.json")
+    # a vLLM at the default 0.9 already holds the pool: CUDA free (MemFree) is ~19 GiB, the check asks ~60
+    assert res.machine.source.endswith("gb10_vllm_default.json") and res.start.passes is False
+    assert res.verdict == "does-not-fit"
+    assert [r.name for r in res.running] == ["vllm"] and "cap 0.9" in res.running[0].how

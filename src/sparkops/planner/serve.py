@@ -445,6 +445,7 @@ class ServePlanResult(_M):
     budget_gib: float  # what the pool can give this server now
     headroom_gib: float
     beside: list[BesideJob] = Field(default_factory=list)  # other jobs planned on the same pool
+    running: list[BesideJob] = Field(default_factory=list)  # servers/trainers running now (already in free memory)
     suggestions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     two_sparks: dict[str, str] = Field(default_factory=dict)
@@ -600,7 +601,7 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
 
 
 def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
-               beside: list[BesideJob] | None = None) -> ServePlanResult:
+               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None) -> ServePlanResult:
     """Judge one server against one machine, beside other planned jobs on the same pool. Pure."""
     beside = list(beside or [])
     kbe = engines_knowledge()
@@ -724,5 +725,6 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                              params_b=round(shape.params_total / 1e9, 3), format=fmt, weights_detail=wdetail),
         weights_gib=round(weights_gib, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
-        budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, suggestions=sugg, notes=notes,
+        budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
+        suggestions=sugg, notes=notes,
         two_sparks=dict(info.two_sparks))

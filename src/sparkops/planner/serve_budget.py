@@ -102,7 +102,8 @@ def neighbours(facts: Facts, total_gib: float) -> list[BudgetLine]:
             how = "resident memory (RSS)"
         else:
             continue
-        out.append(BudgetLine(name=f"{p.kind} {p.name}".strip(), gib=round(gib, 2), how=how, pid=p.pid))
+        name = p.name if p.name.lower().startswith(p.kind.lower()) else f"{p.kind} {p.name}".strip()
+        out.append(BudgetLine(name=name, gib=round(gib, 2), how=how, pid=p.pid))
     return out
 
 

@@ -46,6 +46,8 @@ def render_serve(res: ServePlanResult) -> str:
     lines += [f"{a:<{w}}{b:>16}  {c}".rstrip() for a, b, c in rows]
     for b in res.beside:
         lines.append(f"beside: {b.name} — {b.gib:,.2f} GiB ({b.how})")
+    for b in res.running:
+        lines.append(f"running now: {b.name} — {b.gib:,.2f} GiB ({b.how}; already out of the free memory above)")
     if res.suggestions:
         lines.append("")
         lines.append("to change it:")
