@@ -204,6 +204,9 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
                               gpu__devices__0__processes=missing(Why.not_supported)), None),
     # G7
     "G7.nvfp4-no-sm121a": lambda: ("G7", f(SPARK), Workload(precision="nvfp4")),
+    "G7.engine-without-sm121a": lambda: ("G7", f(SPARK, target__extensions=[
+        {"package": "vllm", "file": "vllm/_C.abi3.so", "needed": [], "kernels": ["sm_100", "sm_120", "sm_90"]}]),
+        Workload(precision="nvfp4")),
     "G7.nvfp4-sm121a": lambda: ("G7", f(SPARK, host__env={"TORCH_CUDA_ARCH_LIST": "12.1a"}), Workload(precision="nvfp4")),
     "G7.other-precision": lambda: ("G7", f(SPARK), Workload(precision="fp8")),
     "G7.hardware-only": lambda: ("G7", f(SPARK), None),

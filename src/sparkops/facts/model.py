@@ -195,6 +195,8 @@ class ExtensionNeeds(_Model):
         "nvidia/*/lib). A need missing here may still come from the ldconfig cache, LD_LIBRARY_PATH "
         "or a library torch loaded first.",
     )
+    kernels: list[str] = Field(default_factory=list, description="GPU code targets in its .nv_fatbin section "
+                               "(sm_121a, sm_120, compute_120), read for the kernel packages of g7.kernel_packages")
 
 
 class TorchLive(_Model):
