@@ -28,6 +28,13 @@ CASES: dict[str, dict] = {
                         hidden_activation="gelu_pytorch_tanh", sliding_window=512, query_pre_attn_scalar=64),
     "phi": dict(COMMON, intermediate_size=1024, num_key_value_heads=4, partial_rotary_factor=0.5, hidden_act="gelu_new",
                 tie_word_embeddings=False),
+    # model types the planner has no family for (sized as a generic decoder), and OLMo 3
+    "smollm3": dict(COMMON, intermediate_size=688, num_key_value_heads=2, hidden_act="silu", tie_word_embeddings=False,
+                    pad_token_id=0),
+    "ernie4_5": dict(COMMON, intermediate_size=688, num_key_value_heads=2, head_dim=64, hidden_act="silu", tie_word_embeddings=False,
+                     pad_token_id=0),
+    "olmo3": dict(COMMON, intermediate_size=688, num_key_value_heads=2, hidden_act="silu", tie_word_embeddings=False,
+                  sliding_window=512, pad_token_id=0),
 }
 
 
@@ -61,13 +68,19 @@ def kept_bytes(model_type: str, cfg: dict, layers: int, lora: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("tests/fixtures/planner/saved_tensors_per_layer.json"))
+    ap.add_argument("--only", help="comma-separated model types; their rows replace those in --out, the rest are kept")
     args = ap.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
     import peft
     import torch
     import transformers
 
     rows = []
+    if only is not None and args.out.exists():
+        rows = [r for r in json.loads(args.out.read_text())["rows"] if r["model_type"] not in only]
     for mt, cfg in CASES.items():
+        if only is not None and mt not in only:
+            continue
         for method in ("lora", "full"):
             one, two = (kept_bytes(mt, cfg, n, method == "lora") for n in (1, 2))
             rows.append({"model_type": mt, "config": cfg, "method": method, "batch": BATCH, "seq_len": SEQ,

@@ -45,3 +45,13 @@ def test_composed_gelu_keeps_three_more_mlp_tensors_than_a_fused_one():
     fused = {**phi, "config": {**phi["config"], "hidden_act": "gelu"}}
     width = phi["batch"] * phi["seq_len"] * phi["config"]["intermediate_size"] * 2  # one bf16 MLP-width tensor
     assert _layer_estimate(phi) - _layer_estimate(fused) == pytest.approx(3 * width)
+
+
+def test_fixture_holds_model_types_the_planner_has_no_family_for():
+    """smollm3 and ernie4_5 are planned as a generic decoder; the layer test above checks them like the rest."""
+    unseen = {r["model_type"] for r in DATA["rows"]} - set(architecture.SUPPORTED_TYPES)
+    assert {"smollm3", "ernie4_5"} <= unseen
+    for mt in unseen:
+        row = next(r for r in DATA["rows"] if r["model_type"] == mt)
+        arch = architecture.from_config({**row["config"], "model_type": mt, "num_hidden_layers": 1})
+        assert any("generic decoder" in n for n in arch.approximate)
