@@ -360,8 +360,12 @@ def test_dry_run_end_to_end(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert rc == H.EXIT_OK, [r["error"] for r in rows]
     assert [r["id"] for r in rows] == [c["id"] for c in H.DRY_RUN_CONFIGS]
-    full, lora = rows
-    for r in rows:
+    full, lora, trainer = rows
+    t = trainer["measured"]
+    assert trainer["error"] is None and trainer["loop"] == "trainer" and trainer["autocast"] is True
+    assert t["trainer_optim"].lower().endswith("adamw_torch_fused") and len(t["steps"]) == 1
+    assert set(t["steps"][0]["phases"]) == {"train"} and t["peak_allocated_bytes"] is None  # no CUDA counters on CPU
+    for r in (full, lora):
         m = r["measured"]
         assert r["error"] is None and r["env"]["torch"] and r["env"]["device"] == "cpu"
         assert m["gradient_checkpointing_active"] is True
