@@ -26,7 +26,7 @@ def _layer_estimate(row: dict) -> float:
         arch = architecture.from_config(cfg, id="tiny", name="tiny", source="test")
         run = build_run(method=row["method"], framework="hf", dtype="bf16", optimizer="adamw_torch",
                         batch=row["batch"], seq_len=row["seq_len"], grad_checkpointing=False, attention="sdpa",
-                        loss="hf", lora_r=(row["lora"] or {}).get("r"), lora_targets=None, lora_dropout=0.0)
+                        loss="hf", lora_r=(row["lora"] or {}).get("r"), lora_targets=None, lora_dropout=0.0, loop="plain")
         out.append(estimate(arch, run).terms["activations_layers"])
     return out[1] - out[0]
 
