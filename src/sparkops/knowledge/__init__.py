@@ -11,7 +11,7 @@ from datetime import date
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +29,9 @@ class SubCode(_Model):
     line: str  # str.format template over the decision's values
     fix: str = ""  # template; empty on pass/info/skip
     where: str = ""  # host | container | target-env | anywhere: where the fix must be run
+    # what this decision means for a log diagnosis (`diagnose --facts`): a fail/warn confirms its gotcha;
+    # "rules-out" marks the few passes that exclude it (state that drifts, like free memory, never does)
+    diagnose: Literal["confirms", "rules-out", "none", ""] = ""
     since: date | None = None  # when the sub-code was introduced
 
 
