@@ -285,3 +285,20 @@ def test_linear_modules_cover_every_linear_parameter(llama8b):
     mods = linear_modules(llama8b)
     assert sum(m.d_in * m.d_out * m.count for m in mods) == llama8b.params_linear
     assert {m.name for m in lora_targets(mods, ["all-linear"])} == set(llama8b.linear_shapes)
+
+
+def test_trl_fused_lm_head_has_no_vocabulary_sized_loss_term(llama8b):
+    """TRL >= 1.x: what autograd keeps does not grow with the vocabulary (counted on CPU, fixture); the HF loss
+    keeps at least its fp32 log-softmax (4 B per logit)."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "planner" / "trl_fused_head_saved_bytes.json").read_text())
+    small, big = data["rows"]
+    growth_per_logit = {k: (big[k] - small[k]) / (data["tokens"] * (big["vocab"] - small["vocab"]))
+                        for k in ("hf_loss_bytes", "trl_fused_head_bytes")}
+    assert growth_per_logit["trl_fused_head_bytes"] == 0 and growth_per_logit["hf_loss_bytes"] >= 4.0
+    trl = estimate(llama8b, build_run(method="lora", framework="trl"))
+    hf = estimate(llama8b, build_run(method="lora", framework="hf"))
+    tokens_vocab = 2048 * llama8b.vocab
+    assert trl.terms["logits_loss"] / tokens_vocab <= 0.25 < 4.0 <= hf.terms["logits_loss"] / tokens_vocab
