@@ -23,6 +23,16 @@ REASONS = {
 }
 
 
+def low_clock_state(kb, util: float | None, clock_mhz: float | None, power_w: float | None = None,  # noqa: ANN001
+                    power_max_w: float | None = None) -> bool:
+    """GB10's low-clock state: busy, yet the SM clock far down (and, where the power is judged, the power
+    too), with no reason bit. One predicate for the snapshot (preflight) and the samples (watch)."""
+    if util is None or clock_mhz is None:
+        return False
+    busy = util >= float(kb.t("g4.busy_util_pct")) and clock_mhz < float(kb.t("g4.low_clock_mhz"))
+    return busy and (power_max_w is None or power_w is None or power_w < power_max_w)
+
+
 def reason_names(mask: int) -> list[str]:
     """Decode an NVML clock-event bitmask into reason names (unknown bits as hex)."""
     names = [n for bit, n in REASONS.items() if mask & bit]
@@ -95,8 +105,7 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[Reason], notes: list[
                      "not a problem by itself" if spark else f"SW power-cap counter {cap_us / 1e6:,.0f} s since boot")
     # GB10's low-clock state: busy, P0, clocks far down, no reason bit
     util = dev.utilization_pct
-    if (spark and known(util) and known(dev.sm_clock_mhz) and util >= float(kb.t("g4.busy_util_pct"))  # type: ignore[operator]
-            and dev.sm_clock_mhz < float(kb.t("g4.low_clock_mhz"))):  # type: ignore[operator]
+    if spark and known(util) and known(dev.sm_clock_mhz) and low_clock_state(kb, util, dev.sm_clock_mhz):  # type: ignore[arg-type]
         warns.append(reason("G4.low-clock-state", label=label, util=util, clock_mhz=dev.sm_clock_mhz,
                             power=f", {dev.power_draw_w:.0f} W" if known(dev.power_draw_w) else "",
                             pstate=f", {dev.pstate}" if known(dev.pstate) else ""))
