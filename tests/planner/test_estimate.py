@@ -302,3 +302,16 @@ def test_trl_fused_lm_head_has_no_vocabulary_sized_loss_term(llama8b):
     hf = estimate(llama8b, build_run(method="lora", framework="hf"))
     tokens_vocab = 2048 * llama8b.vocab
     assert trl.terms["logits_loss"] / tokens_vocab <= 0.25 < 4.0 <= hf.terms["logits_loss"] / tokens_vocab
+
+
+def test_plain_loop_qlora_with_gqa_pays_sdpa_math_fallback_at_long_sequences(llama8b):
+    """PEFT's kbit upcast makes Q/K/V fp32; outside autocast SDPA with grouped KV heads takes its math path
+    (seq^2 fp32 probabilities). Under the Trainer's autocast they are bf16 (flash): no such term."""
+    kw = dict(method="qlora", batch=1, seq_len=4096, grad_checkpointing=True, optimizer="adamw_torch")
+    plain = estimate(llama8b, run(**kw))
+    trainer = estimate(llama8b, run(**{**kw, "loop": "trainer"}))
+    assert any("math kernel" in n for n in plain.notes) and not any("math kernel" in n for n in trainer.notes)
+    probs = 4.0 * llama8b.heads * 4096 * 4096  # one layer's fp32 probabilities at batch 1
+    assert plain.terms["activations_one_layer"] - estimate(llama8b, run(**{**kw, "seq_len": 4096, "attention": "flash"})
+                                                           ).terms["activations_one_layer"] == pytest.approx(probs)
+    assert plain.terms["backward_transient"] >= 2 * probs

@@ -187,6 +187,10 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     if run.method == "qlora":
         # bnb dequantizes the whole 4-bit weight to the compute dtype per matmul, forward and backward
         est.terms["dequant_transient"] = 2 * arch.largest_linear * c
+    if _sdpa_math_fp32(arch, run, 4.0 if run.method == "qlora" and run.kbit_upcast else c):
+        est.notes.append("fp32 attention inputs with grouped KV heads outside autocast: SDPA falls back to its math "
+                         "kernel (seq^2 fp32 probabilities per head); the Trainer's autocast avoids it (in-sample: "
+                         "one device point, m19)")
     est.terms["cuda_workspaces"] = 64 * 2**20  # cuBLAS workspaces (2 handles x 32 MiB on Hopper/Blackwell)
 
     # ---- phases
@@ -234,6 +238,13 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     if arch.approximate:
         est.notes.extend(f"architecture: {a}" for a in arch.approximate)
     return est
+
+
+def _sdpa_math_fp32(arch: ModelArch, run: RunSpec, inner: float) -> bool:
+    """SDPA on fp32 Q/K/V of a GQA model outside autocast (a plain-loop QLoRA after PEFT's fp32 upcast):
+    transformers passes enable_gqa=True (no mask), flash refuses fp32 and the memory-efficient kernel has no GQA,
+    so the math path runs and materializes batch x heads x seq^2 fp32 probabilities."""
+    return run.attention == "sdpa" and not run.autocast and inner == 4.0 and arch.kv_heads < arch.heads
 
 
 def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], targeted: list[LinearModule],
@@ -315,6 +326,11 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
     if run.attention == "eager":
         core = inner * 3 * q + (4.0 + inner) * a_heads * s  # Q, repeated K and V, fp32 softmax + probs
         bwd_attn = (4.0 + 2 * inner) * a_heads * s
+    elif _sdpa_math_fp32(arch, run, inner):
+        # fp32 Q/K/V with GQA: flash needs half precision and the memory-efficient kernel takes no enable_gqa,
+        # so SDPA falls back to its math path: fp32 probabilities kept, and their gradients in backward
+        core = inner * (2 * q + 2 * kvd) + 4.0 * a_heads * s
+        bwd_attn = 2 * 4.0 * a_heads * s
     else:
         core = inner * (2 * q + 2 * kvd)  # Q, K, V (GQA-native), O
         bwd_attn = 0.0
