@@ -130,6 +130,7 @@ def public_points(path: Path) -> tuple[list[Point], list[str]]:
             skipped.append(f"{rid}: {row.get('measurement_kind')} (a capacity statement, not a measured peak)")
             continue
         fw = FRAMEWORKS.get(row.get("framework", ""), "hf")
+        loop = "plain" if "custom loop" in row.get("framework", "") else None
         model = row["model"].split(" (")[0]
         try:
             arch = architecture.resolve(model)
@@ -143,7 +144,7 @@ def public_points(path: Path) -> tuple[list[Point], list[str]]:
                             attention=(row.get("attention") or "sdpa").replace("flash_attention_2", "flash"),
                             loss=_loss(row, fw), lora_r=row.get("lora_rank"), lora_targets=_targets(row.get("lora_targets")),
                             lora_dropout=_dropout(row) if row["method"] != "full" else None,
-                            bnb_keeps_input="bitsandbytes 0.41" in row.get("source", ""))
+                            bnb_keeps_input="bitsandbytes 0.41" in row.get("source", ""), loop=loop)
         except Exception as e:  # noqa: BLE001 - a row the estimator cannot express is reported, not fatal
             skipped.append(f"{rid}: {e}")
             continue
@@ -183,9 +184,10 @@ def device_points(paths: list[Path], catalog: dict[str, dict]) -> tuple[list[Poi
                             optimizer=row["optimizer"], batch=row["batch"], seq_len=row["seq_len"],
                             grad_checkpointing=row["grad_checkpointing"], attention=row["attention"], loss="hf",
                             lora_r=lora.get("r"), lora_targets=_as_list(lora.get("targets")),
-                            lora_dropout=lora.get("dropout"))
+                            lora_dropout=lora.get("dropout"), loop=row.get("loop", "plain"),
+                            grad_accum=row.get("grad_accum", 1))
             est = estimate(arch, run)
-            label = (f"{row['model']} {row['method']}{'/' + row['dtype'] if row.get('dtype') == 'fp32' else ''} "
+            label = (("[trainer] " if row.get("loop") == "trainer" else "") + f"{row['model']} {row['method']}{'/' + row['dtype'] if row.get('dtype') == 'fp32' else ''} "
                      f"b{row['batch']} s{row['seq_len']}{' gc' if row['grad_checkpointing'] else ''} "
                      f"{row['attention']} {row['optimizer']}"
                      + (f" r{lora.get('r')} {','.join(_as_list(lora.get('targets')) or [])}"

@@ -45,8 +45,12 @@ OPTIMIZERS = ("adamw_torch", "adamw_torch_fused", "adamw_8bit", "paged_adamw_32b
 ATTENTIONS = ("sdpa", "eager")
 CONFIG_KEYS = {
     "id", "model", "method", "dtype", "optimizer", "batch", "seq_len", "grad_checkpointing",
-    "attention", "lora", "steps", "hf_config", "notes", "autocast",
+    "attention", "lora", "steps", "hf_config", "notes", "autocast", "loop", "grad_accum",
 }
+LOOPS = ("plain", "trainer")
+# harness optimizer name -> HF TrainingArguments.optim
+TRAINER_OPTIM = {"adamw_torch": "adamw_torch", "adamw_torch_fused": "adamw_torch_fused", "adamw_8bit": "adamw_bnb_8bit",
+                 "paged_adamw_32bit": "paged_adamw_32bit", "sgd": "sgd"}
 LORA_KEYS = {"r", "alpha", "targets", "dropout"}
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT = 0, 1, 3
@@ -66,6 +70,10 @@ DRY_RUN_CONFIGS: list[dict[str, Any]] = [
      "optimizer": "sgd", "batch": 2, "seq_len": 32, "grad_checkpointing": True,
      "attention": "eager", "steps": 2, "hf_config": TINY_LLAMA,
      "lora": {"r": 4, "alpha": 8, "targets": ["q_proj", "v_proj"], "dropout": 0.05}},
+    {"id": "dry-trainer", "model": "tiny-llama", "method": "lora", "dtype": "bf16", "loop": "trainer",
+     "optimizer": "adamw_torch_fused", "batch": 2, "seq_len": 32, "grad_checkpointing": False, "grad_accum": 2,
+     "attention": "sdpa", "steps": 2, "hf_config": TINY_LLAMA,
+     "lora": {"r": 4, "alpha": 8, "targets": "all-linear", "dropout": 0.1}},
 ]
 
 
@@ -102,17 +110,21 @@ def validate_config(raw: Any, index: int = 0) -> dict[str, Any]:
         "batch": raw.get("batch"), "seq_len": raw.get("seq_len"),
         "grad_checkpointing": raw.get("grad_checkpointing", False),
         "attention": raw.get("attention", "sdpa"), "steps": raw.get("steps", 3),
+        "loop": raw.get("loop", "plain"), "grad_accum": raw.get("grad_accum", 1),
     }
     _need(isinstance(cfg["model"], str) and bool(cfg["model"]), where, "'model' must be a non-empty string")
     for key, allowed in (("method", METHODS), ("dtype", DTYPES), ("optimizer", OPTIMIZERS),
-                         ("attention", ATTENTIONS)):
+                         ("attention", ATTENTIONS), ("loop", LOOPS)):
         _need(cfg[key] in allowed, where, f"{key} {cfg[key]!r} is not one of {list(allowed)}")
-    for key in ("batch", "seq_len", "steps"):
+    _need(cfg["loop"] == "trainer" or cfg["grad_accum"] == 1, where, "grad_accum is measured through loop: trainer only")
+    for key in ("batch", "seq_len", "steps", "grad_accum"):
         _need(_is_int(cfg[key]) and cfg[key] >= 1, where, f"{key} must be an integer >= 1, got {cfg[key]!r}")
     _need(isinstance(cfg["grad_checkpointing"], bool), where, "grad_checkpointing must be true or false")
     _need(cfg["method"] != "qlora" or cfg["dtype"] == "bf16", where,
           "qlora computes in bf16 (bnb_4bit_compute_dtype); dtype must be bf16")
-    cfg["autocast"] = raw.get("autocast", cfg["dtype"] == "fp32")
+    # the Trainer with bf16=True always runs the forward pass under autocast (accelerate's mixed precision)
+    cfg["autocast"] = raw.get("autocast", cfg["dtype"] == "fp32" or cfg["loop"] == "trainer")
+    _need(cfg["autocast"] or cfg["loop"] == "plain", where, "loop trainer runs with bf16=True: autocast cannot be off")
     _need(isinstance(cfg["autocast"], bool), where, "autocast must be true or false")
     _need(cfg["autocast"] or cfg["dtype"] != "fp32", where,
           "dtype fp32 means fp32 master weights + bf16 autocast; autocast: false is not measured")
@@ -632,10 +644,60 @@ def _load_qlora(cfg: Mapping[str, Any], hf_cfg: Any, device: Any, m: dict[str, A
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def trainer_steps(cfg: Mapping[str, Any], model: Any, device: Any, m: dict[str, Any], probe: Probe,
+                  state: dict[str, Any]) -> None:
+    """`loop: trainer`: transformers.Trainer itself (bf16=True, its optimizer and param groups, gradient
+    clipping at 1.0, num_items_in_batch, gradient accumulation) on random token batches; the peak is over
+    the whole train() call, since the Trainer's phases cannot be tiled from outside."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    torch.manual_seed(1)
+    get_text = getattr(model.config, "get_text_config", None)
+    text_cfg = get_text() if callable(get_text) else model.config
+    vocab = int(getattr(text_cfg, "vocab_size", 0) or model.config.vocab_size)
+    n = cfg["batch"] * cfg["steps"] * cfg["grad_accum"]
+    data = []
+    for _ in range(n):
+        ids = torch.randint(0, vocab, (cfg["seq_len"],))
+        data.append({"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()})
+    out_dir = tempfile.mkdtemp(prefix="harness-trainer-")
+    args = TrainingArguments(
+        output_dir=out_dir, per_device_train_batch_size=cfg["batch"], gradient_accumulation_steps=cfg["grad_accum"],
+        max_steps=cfg["steps"], learning_rate=1e-5, bf16=True, optim=TRAINER_OPTIM[cfg["optimizer"]],
+        report_to="none", save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
+        remove_unused_columns=False, use_cpu=device.type == "cpu", seed=0)
+    trainer = Trainer(model=model, args=args, train_dataset=data)
+    m["trainer_optim"] = str(args.optim)
+    state["phase"] = "train"
+    probe.reset_peak()
+    before = probe.allocated()
+    t0 = time.perf_counter()
+    try:
+        trainer.train()
+    finally:
+        import shutil
+
+        shutil.rmtree(out_dir, ignore_errors=True)
+    probe.sync()
+    wall = round(time.perf_counter() - t0, 4)
+    pk = probe.peaks()
+    m["steps"] = [{"step": "all", "wall_s": wall,
+                   "phases": {"train": {**pk, "allocated_before_bytes": before, "allocated_after_bytes": probe.allocated(),
+                                        "wall_s": wall}}}]
+    m["step_wall_s"] = [wall]
+    m["step_wall_s_mean"] = round(wall / cfg["steps"], 4)
+    state["phase"] = "finish"
+
+
 def train_steps(cfg: Mapping[str, Any], model: Any, device: Any, m: dict[str, Any], probe: Probe,
                 state: dict[str, Any]) -> None:
     """Forward, backward, optimizer step as HF Trainer does them; phase peaks per step."""
     import torch
+
+    if cfg.get("loop") == "trainer":
+        trainer_steps(cfg, model, device, m, probe, state)
+        return
 
     torch.manual_seed(1)
     get_text = getattr(model.config, "get_text_config", None)

@@ -232,7 +232,12 @@ def test_empty_name_is_refused() -> None:
 
 @pytest.mark.parametrize(("change", "fragment"), [
     ({"hidden_size": None}, "hidden_size"),
-    ({"model_type": "bert"}, "not supported"),
+    ({"model_type": "bert", "type_vocab_size": 2}, "type_vocab_size"),
+    ({"model_type": "new_decoder", "kv_lora_rank": 512}, "kv_lora_rank"),
+    ({"model_type": "new_decoder", "architectures": ["NewModelForSequenceClassification"]}, "architectures"),
+    ({"model_type": "new_decoder", "layer_types": ["mamba", "full_attention"], "num_hidden_layers": 2}, "mamba"),
+    ({"model_type": "new_decoder", "intermediate_size": None}, "intermediate_size"),
+    ({"model_type": "new_decoder", "num_experts": 8}, "num_experts_per_tok"),
     ({"model_type": None}, "model_type"),
     ({"num_hidden_layers": 0}, "positive"),
     ({"intermediate_size": -5}, "positive"),
@@ -487,3 +492,37 @@ def test_arbitrary_bytes_only_raise_architecture_error(tmp_path: Path, data: byt
     except ArchitectureError:
         return
     assert isinstance(out, dict)
+
+
+# --------------------------------------------------------------------------- unknown model types: a generic decoder
+
+MIMO_LIKE = {"model_type": "mimo", "architectures": ["MiMoForCausalLM"], "hidden_size": 4096, "intermediate_size": 11008,
+             "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 151680,
+             "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+
+
+def test_unknown_decoder_type_is_planned_with_its_assumptions_named() -> None:
+    arch = from_config(MIMO_LIKE)
+    text = " ".join(arch.approximate)
+    assert "generic decoder" in text and "gated" in text and "num_nextn_predict_layers" in text
+    # 36 Llama-style layers of 4096 / GQA 8 / 11008, untied 151680 vocabulary
+    layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 11008 + 2 * 4096
+    assert arch.params_total == 36 * layer + 2 * 151680 * 4096 + 4096
+
+
+def test_the_three_types_once_refused_now_plan() -> None:
+    seed = {"model_type": "seed_oss", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 100,
+            "tie_word_embeddings": False}
+    olmo3 = {**seed, "model_type": "olmo3", "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]}
+    for cfg in (seed, olmo3, {**seed, "model_type": "mimo"}):
+        assert from_config(cfg).params_total > 0
+    # Seed-OSS: q/k/v biases by default, no o_proj bias; OLMo 3: full-width q/k norms and one sliding layer
+    assert from_config(seed).params_total - from_config({**seed, "model_type": "llama"}).params_total == 2 * (128 + 2 * 64)
+    assert from_config(olmo3).sliding_layers == 1
+
+
+def test_unknown_moe_decoder_uses_its_expert_fields() -> None:
+    cfg = {**TINY, "model_type": "new_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 6}
+    arch = from_config(cfg)
+    assert (arch.experts, arch.experts_per_token, arch.expert_intermediate, arch.moe_layers) == (4, 2, 6, 2)

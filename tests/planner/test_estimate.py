@@ -23,6 +23,7 @@ def llama70b():
 
 def run(**kw):
     kw.setdefault("method", "lora")
+    kw.setdefault("loop", "plain")  # the hand-written loop the harness calibrated; the Trainer path has its own tests
     kw.setdefault("batch", 1)
     kw.setdefault("seq_len", 2048)
     return build_run(**kw)
@@ -100,7 +101,42 @@ def test_fp32_master_weights_cost_four_bytes_and_autocast_copies(llama8b):
     est = estimate(llama8b, run(method="full", dtype="fp32", grad_checkpointing=True))
     assert est.terms["weights"] == pytest.approx(4 * llama8b.params_total)
     assert est.terms["optimizer_states"] == pytest.approx(8 * llama8b.params_total)
-    assert est.terms["autocast_weight_copies"] == pytest.approx(2 * llama8b.params_linear)
+    # the layers' Linear weights and the lm_head: autocast caches each leaf weight's bf16 cast for backward
+    assert est.terms["autocast_weight_copies"] == pytest.approx(2 * (llama8b.params_linear + llama8b.params_lm_head))
+
+
+# ---------------------------------------------------------------- the Trainer path (issue 19)
+
+def test_hf_framework_assumes_the_trainer_and_says_so(llama8b):
+    est = estimate(llama8b, build_run(method="lora", framework="hf"))
+    assert any("Trainer" in n and "--loop plain" in n for n in est.notes)
+    plain = build_run(method="lora", framework="hf", loop="plain")
+    assert plain.loop == "plain" and not plain.autocast and not plain.assumed
+    assert build_run(method="lora", framework="torchtune").loop == "plain"
+    assert build_run(method="lora", framework="trl").autocast
+
+
+def test_trainer_autocast_halves_the_fp32_adapter_input_copies(llama8b):
+    """bf16 model, fp32 adapters: PEFT casts the input to fp32 and autocast casts it back to bf16 in lora_A,
+    so each targeted module keeps a bf16 copy (2 B/elem) instead of an fp32 one (4 B/elem)."""
+    kw = dict(method="lora", batch=1, seq_len=2048, lora_dropout=0.0, grad_checkpointing=False)
+    plain = estimate(llama8b, run(**kw))
+    trainer = estimate(llama8b, run(**{**kw, "loop": "trainer"}))
+    assert trainer.terms["activations_layers"] < plain.terms["activations_layers"]
+
+
+def test_trainer_8bit_adamw_keeps_32bit_states_for_the_embedding(llama8b):
+    plain = estimate(llama8b, run(method="full", optimizer="adamw_8bit"))
+    trainer = estimate(llama8b, run(method="full", optimizer="adamw_8bit", loop="trainer"))
+    extra = trainer.terms["optimizer_states"] - plain.terms["optimizer_states"]
+    assert extra == pytest.approx(llama8b.params_embedding * (8.0 - 2.03))
+
+
+def test_gradient_accumulation_keeps_gradients_through_the_forward(llama8b):
+    one = estimate(llama8b, run(method="full", loop="trainer"))
+    two = estimate(llama8b, run(method="full", loop="trainer", grad_accum=2))
+    assert two.phase_total("forward-backward") - one.phase_total("forward-backward") == pytest.approx(
+        one.terms["gradients"])
 
 
 # ---------------------------------------------------------------- activations
@@ -249,3 +285,33 @@ def test_linear_modules_cover_every_linear_parameter(llama8b):
     mods = linear_modules(llama8b)
     assert sum(m.d_in * m.d_out * m.count for m in mods) == llama8b.params_linear
     assert {m.name for m in lora_targets(mods, ["all-linear"])} == set(llama8b.linear_shapes)
+
+
+def test_trl_fused_lm_head_has_no_vocabulary_sized_loss_term(llama8b):
+    """TRL >= 1.x: what autograd keeps does not grow with the vocabulary (counted on CPU, fixture); the HF loss
+    keeps at least its fp32 log-softmax (4 B per logit)."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "planner" / "trl_fused_head_saved_bytes.json").read_text())
+    small, big = data["rows"]
+    growth_per_logit = {k: (big[k] - small[k]) / (data["tokens"] * (big["vocab"] - small["vocab"]))
+                        for k in ("hf_loss_bytes", "trl_fused_head_bytes")}
+    assert growth_per_logit["trl_fused_head_bytes"] == 0 and growth_per_logit["hf_loss_bytes"] >= 4.0
+    trl = estimate(llama8b, build_run(method="lora", framework="trl"))
+    hf = estimate(llama8b, build_run(method="lora", framework="hf"))
+    tokens_vocab = 2048 * llama8b.vocab
+    assert trl.terms["logits_loss"] / tokens_vocab <= 0.25 < 4.0 <= hf.terms["logits_loss"] / tokens_vocab
+
+
+def test_plain_loop_qlora_with_gqa_pays_sdpa_math_fallback_at_long_sequences(llama8b):
+    """PEFT's kbit upcast makes Q/K/V fp32; outside autocast SDPA with grouped KV heads takes its math path
+    (seq^2 fp32 probabilities). Under the Trainer's autocast they are bf16 (flash): no such term."""
+    kw = dict(method="qlora", batch=1, seq_len=4096, grad_checkpointing=True, optimizer="adamw_torch")
+    plain = estimate(llama8b, run(**kw))
+    trainer = estimate(llama8b, run(**{**kw, "loop": "trainer"}))
+    assert any("math kernel" in n for n in plain.notes) and not any("math kernel" in n for n in trainer.notes)
+    probs = 4.0 * llama8b.heads * 4096 * 4096  # one layer's fp32 probabilities at batch 1
+    assert plain.terms["activations_one_layer"] - estimate(llama8b, run(**{**kw, "seq_len": 4096, "attention": "flash"})
+                                                           ).terms["activations_one_layer"] == pytest.approx(probs)
+    assert plain.terms["backward_transient"] >= 2 * probs

@@ -148,6 +148,32 @@ def test_shipped_configs_resolve_in_catalog_small_to_large() -> None:
     assert sizes == sorted(sizes), "configurations must run small to large"
 
 
+def test_blind_19_set_covers_both_loops_and_an_unseen_model_type() -> None:
+    """The issue-19 blind set: plain loop and Trainer, each configuration resolvable offline."""
+    catalog = H.load_catalog(CATALOG)
+    cfgs = H.load_configs(CONFIGS.parent / "blind-19.yaml")
+    assert {c["loop"] for c in cfgs} == {"plain", "trainer"}
+    assert all(c["autocast"] for c in cfgs if c["loop"] == "trainer")
+    assert any(c["grad_accum"] > 1 for c in cfgs) and any(c["method"] == "qlora" for c in cfgs)
+    for cfg in cfgs:
+        assert isinstance(H.resolve_hf_config(cfg, catalog)["model_type"], str)
+    from sparkops.planner import architecture
+
+    unseen = [c for c in cfgs if "hf_config" in c]
+    assert unseen and all(c["hf_config"]["model_type"] not in architecture.SUPPORTED_TYPES for c in unseen)
+
+
+def test_trainer_loop_is_validated() -> None:
+    base = {"id": "x", "model": "m", "method": "full", "batch": 1, "seq_len": 8}
+    assert H.validate_config({**base, "loop": "trainer"})["autocast"] is True
+    with pytest.raises(H.ConfigError, match="grad_accum"):
+        H.validate_config({**base, "grad_accum": 2})
+    with pytest.raises(H.ConfigError, match="loop"):
+        H.validate_config({**base, "loop": "accelerate"})
+    with pytest.raises(H.ConfigError, match="autocast"):
+        H.validate_config({**base, "loop": "trainer", "autocast": False})
+
+
 # --- catalog lookup --------------------------------------------------------------------------
 
 
@@ -360,8 +386,12 @@ def test_dry_run_end_to_end(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert rc == H.EXIT_OK, [r["error"] for r in rows]
     assert [r["id"] for r in rows] == [c["id"] for c in H.DRY_RUN_CONFIGS]
-    full, lora = rows
-    for r in rows:
+    full, lora, trainer = rows
+    t = trainer["measured"]
+    assert trainer["error"] is None and trainer["loop"] == "trainer" and trainer["autocast"] is True
+    assert t["trainer_optim"].lower().endswith("adamw_torch_fused") and len(t["steps"]) == 1
+    assert set(t["steps"][0]["phases"]) == {"train"} and t["peak_allocated_bytes"] is None  # no CUDA counters on CPU
+    for r in (full, lora):
         m = r["measured"]
         assert r["error"] is None and r["env"]["torch"] and r["env"]["device"] == "cpu"
         assert m["gradient_checkpointing_active"] is True

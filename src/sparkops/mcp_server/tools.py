@@ -174,6 +174,10 @@ def plan(
     framework: Annotated[str | None, Field(
         description="hf | trl | unsloth | torchtune | axolotl | litgpt | llama-factory "
                     "(their real defaults)")] = None,
+    loop: Annotated[str | None, Field(
+        description="trainer (transformers Trainer: autocast, its optimizer) | plain (a hand-written loop); "
+                    "default: the framework's (hf/trl/axolotl/llama-factory/unsloth: trainer)")] = None,
+    grad_accum: Annotated[int | None, Field(gt=0, description="Gradient accumulation steps.")] = None,
     dtype: Annotated[str | None, Field(
         description="Parameter dtype: bf16 | fp16 | fp32 (fp32 master + autocast).")] = None,
     optimizer: Annotated[str | None, Field(
@@ -206,7 +210,8 @@ def plan(
     from sparkops import api
 
     targets = [t.strip() for item in lora_targets or () for t in item.split(",") if t.strip()] or None
-    run = dict(method=method, framework=framework, dtype=dtype, optimizer=optimizer, batch=batch,
+    run = dict(method=method, framework=framework, loop=loop, grad_accum=grad_accum, dtype=dtype, optimizer=optimizer,
+               batch=batch,
                seq_len=seq_len, grad_checkpointing=grad_checkpointing, attention=attention, loss=loss,
                lora_r=lora_r, lora_targets=targets, lora_dropout=lora_dropout, quant=quant,
                expandable_segments=expandable_segments)

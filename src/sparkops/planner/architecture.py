@@ -80,7 +80,7 @@ class ModelArch(_Strict):
     parallel_block: bool = False  # attention and MLP read one shared norm output (Phi, parallel-residual StableLM)
     norms_per_layer: int = 2  # hidden-width norms in a decoder layer (Gemma 2/3 add post-attention/post-MLP norms)
     qk_norm_width: int = 0  # elements per token normalized by q_norm/k_norm (Qwen3, Gemma 3, OLMo 2, GLM-4.5)
-    norm_fp32_multiply: bool = False  # Gemma's RMSNorm scales in fp32: it keeps fp32 tensors, not bf16 ones
+    norm_fp32_multiply: bool = False  # Gemma and OLMo 2/3 RMSNorms scale in fp32: they keep fp32 tensors, not bf16 ones
     params_total: int
     params_embedding: int
     params_lm_head: int  # 0 when tied
@@ -279,7 +279,7 @@ def _window(cfg: Mapping[str, Any]) -> int | None:
 
 # Families whose decoder layer is attention + MLP with per-family details (module names follow transformers).
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text",
-               "olmo", "olmo2", "stablelm", "phi3", "nemotron", "gpt_oss", "glm4_moe", "granite"}
+               "olmo", "olmo2", "olmo3", "stablelm", "phi3", "nemotron", "gpt_oss", "glm4_moe", "granite", "seed_oss"}
 _SPECIAL = {"phi", "bloom", "qwen", "qwen3_next", "nemotron_h"}
 SUPPORTED_TYPES = sorted(_LLAMA_LIKE | _SPECIAL)
 
@@ -301,16 +301,17 @@ def _llama_like(mt: str, cfg: Mapping[str, Any]) -> _Shape:
     norm_p = {"stablelm": 2 * h, "nemotron": 2 * h, "olmo": 0}.get(mt, h)
     norms = 4 if mt in {"gemma2", "gemma3_text"} else (1 if mt == "stablelm" and cfg.get("use_parallel_residual") else 2)
     q_dim, k_dim = heads * hd, kv * hd
-    qkv_bias = {"qwen2": True, "qwen2_moe": True, "stablelm": _flag(cfg, "use_qkv_bias", False), "gpt_oss": True}.get(
-        mt, _flag(cfg, "attention_bias", False))
-    o_bias = mt == "gpt_oss" or (mt in {"llama", "olmo2", "nemotron", "granite"} and _flag(cfg, "attention_bias", False))
+    qkv_bias = {"qwen2": True, "qwen2_moe": True, "stablelm": _flag(cfg, "use_qkv_bias", False), "gpt_oss": True,
+                "seed_oss": _flag(cfg, "attention_bias", True)}.get(mt, _flag(cfg, "attention_bias", False))
+    o_bias = mt == "gpt_oss" or (mt in {"llama", "olmo2", "olmo3", "nemotron", "granite"} and _flag(cfg, "attention_bias", False)) \
+        or (mt == "seed_oss" and _flag(cfg, "attention_out_bias", False))
     attn, extra = _attn(h, heads, kv, hd, qkv_bias=qkv_bias, o_bias=o_bias, fused=mt == "phi3")
     extra += norms * norm_p
     qk_width = 0  # elements per token the q/k norms normalize (activations), whatever their parameter shape
     if mt in {"qwen3", "qwen3_moe", "gemma3_text"} or (mt == "glm4_moe" and _flag(cfg, "use_qk_norm", False)):
         extra += 2 * hd  # per-head q_norm / k_norm
         qk_width = q_dim + k_dim
-    if mt == "olmo2":
+    if mt in {"olmo2", "olmo3"}:
         extra += q_dim + k_dim  # full-width q_norm / k_norm
         qk_width = q_dim + k_dim
     if mt == "stablelm" and _flag(cfg, "qk_layernorm", False):
@@ -404,6 +405,84 @@ def _llama_like(mt: str, cfg: Mapping[str, Any]) -> _Shape:
     mlp, b = _mlp(h, i, gated=gated, bias=mlp_bias, fused=mt == "phi3")
     shape.intermediate = i
     shape.kinds = [_Kind(count=layers, linears={**attn, **mlp}, extra=extra + b)]
+    return shape
+
+
+# Structures a generic decoder cannot stand for: the config field that shows each one.
+_UNSIZABLE_FIELDS = (
+    ("kv_lora_rank", "multi-head latent attention (compressed K/V projections) is not modelled"),
+    ("q_lora_rank", "multi-head latent attention (low-rank query projections) is not modelled"),
+    ("block_configs", "layers that differ one by one (NAS-pruned); a uniform per-layer count would be a guess"),
+    ("hybrid_override_pattern", "a hybrid of Mamba / attention / MLP blocks whose block kinds the planner does not know"),
+    ("layers_block_type", "a hybrid of attention and state-space blocks"),
+    ("attn_layer_indices", "attention only in some layers (state-space blocks elsewhere)"),
+    ("ssm_state_size", "state-space (Mamba) mixers"),
+    ("linear_num_key_heads", "linear-attention (DeltaNet-style) mixers"),
+    ("encoder_layers", "an encoder-decoder model (separate encoder stack)"),
+    ("type_vocab_size", "token-type embeddings of a BERT-style encoder, not a causal decoder"),
+)
+_DECODER_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "attention", "global_attention", "local_attention"}
+
+
+def _generic(mt: str, cfg: Mapping[str, Any]) -> _Shape:
+    """A decoder-only config of an unknown ``model_type`` with the usual fields, sized as a Llama-style decoder
+    (or a Qwen/GLM-style MoE when it names routed experts); every assumption is written into the notes.
+    Refuses, naming the deciding field, what such a decoder cannot stand for."""
+    for key, why in _UNSIZABLE_FIELDS:
+        if cfg.get(key) not in (None, False, 0, "", [], {}):
+            raise ArchitectureError(f"model_type '{mt}' is not a family the planner knows, and its config field `{key}` "
+                                    f"shows {why}; it cannot be sized as a generic decoder")
+    arch_names = cfg.get("architectures")
+    if isinstance(arch_names, list) and arch_names and not any(str(a).endswith(_DECODER_HEADS) for a in arch_names):
+        raise ArchitectureError(f"model_type '{mt}': `architectures` ({', '.join(map(str, arch_names))}) names no causal-LM "
+                                "head; only decoder-only language models are planned")
+    if cfg.get("is_encoder_decoder"):
+        raise ArchitectureError(f"model_type '{mt}': `is_encoder_decoder` is true; only decoder-only models are planned")
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list):
+        odd = sorted({str(t) for t in lt} - _ATTENTION_LAYER_TYPES)
+        if odd:
+            raise ArchitectureError(f"model_type '{mt}': `layer_types` lists {', '.join(odd)} layers; only softmax-attention "
+                                    "layers can be sized as a generic decoder")
+    ncfg = dict(cfg)
+    notes = [f"model_type '{mt}' is not one of the planner's families: sized as a generic decoder from its config"]
+    assumed = ["every layer is alike (attention + MLP)", "RMSNorm", "gated (SwiGLU-style) MLP of `intermediate_size`",
+               "rotary positions (no position-embedding table)"]
+    experts = next((k for k in _EXPERT_KEYS if isinstance(ncfg.get(k), int) and ncfg[k] > 1), None)
+    if any(k in cfg for k in ("layer_norm_eps", "layer_norm_epsilon")) and "rms_norm_eps" not in cfg:
+        assumed[1] = "LayerNorm (the config has layer_norm_eps)"
+    if "tie_word_embeddings" not in cfg:
+        ncfg["tie_word_embeddings"] = False
+        assumed.append("an untied lm_head (`tie_word_embeddings` absent; the larger case)")
+    if cfg.get("attention_bias") is None:
+        assumed.append("no attention biases (`attention_bias` absent)")
+    if cfg.get("use_qk_norm") or cfg.get("qk_layernorm") or cfg.get("use_qk_layernorm"):
+        ncfg["use_qk_norm"] = True
+    for key in ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_layers"):
+        if cfg.get(key):
+            notes.append(f"`{key}` = {cfg[key]}: multi-token-prediction layers are not counted (fine-tuning through "
+                         "transformers' causal-LM head does not run them)")
+    if experts:
+        ncfg["n_routed_experts"] = ncfg[experts]
+        ncfg.setdefault("num_experts_per_tok", cfg.get("moe_k") or cfg.get("moe_topk") or cfg.get("top_k"))
+        if ncfg.get("moe_intermediate_size") is None and cfg.get("expert_intermediate_size") is not None:
+            ncfg["moe_intermediate_size"] = cfg["expert_intermediate_size"]
+        if cfg.get("shared_expert_intermediate_size") and not cfg.get("n_shared_experts"):
+            raise ArchitectureError(f"model_type '{mt}': `shared_expert_intermediate_size` without `n_shared_experts`; "
+                                    "the shared expert's layout cannot be told")
+        assumed.append(f"MoE in every layer from `first_k_dense_replace` (= {int(cfg.get('first_k_dense_replace') or 0)}) "
+                       f"on, `{experts}` experts of `moe_intermediate_size`, top-`num_experts_per_tok`")
+    if cfg.get("use_sliding_window") is False:
+        ncfg["sliding_window"] = None
+    try:
+        shape = _llama_like("glm4_moe" if experts else mt, ncfg)
+    except ArchitectureError as exc:
+        raise ArchitectureError(f"model_type '{mt}' (sized as a generic decoder): {exc}") from exc
+    if assumed[1].startswith("LayerNorm"):
+        shape.norm = "layer"
+    shape.notes = notes + ["assumed: " + "; ".join(assumed)] + shape.notes
     return shape
 
 
@@ -599,7 +678,7 @@ def from_config(cfg: Mapping[str, Any], *, id: str = "custom", name: str | None 
     elif mt in _LLAMA_LIKE:
         s = _llama_like(mt, text)
     else:
-        raise ArchitectureError(f"model_type '{mt}' is not supported; supported: {', '.join(SUPPORTED_TYPES)}")
+        s = _generic(mt, text)
     layers = sum(k.count for k in s.kinds)
     _check_limits(s, layers)
 
@@ -622,7 +701,7 @@ def from_config(cfg: Mapping[str, Any], *, id: str = "custom", name: str | None 
         moe_layers=s.moe_layers, sliding_window=s.sliding_window, sliding_layers=s.sliding_layers,
         linear_attention_layers=s.linear_attention_layers, activation=_activation(mt, text),
         parallel_block=s.parallel_block, norms_per_layer=s.norms_per_layer, qk_norm_width=s.qk_norm_width,
-        norm_fp32_multiply=mt in {"gemma", "gemma2", "gemma3_text"}, params_total=total, params_embedding=emb, params_lm_head=head,
+        norm_fp32_multiply=mt in {"gemma", "gemma2", "gemma3_text", "olmo2", "olmo3"}, params_total=total, params_embedding=emb, params_lm_head=head,
         params_linear=sum(k.count * k.linear_weights() for k in s.kinds), params_active=total - inactive, largest_linear=largest,
         linear_shapes=shapes, stored_dtype=str(dtype) if isinstance(dtype, str) else None,
         prequantized=_prequantized(text.get("quantization_config")), approximate=notes + s.notes,

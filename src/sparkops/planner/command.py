@@ -19,6 +19,8 @@ def register(app: typer.Typer) -> None:
         workload: Annotated[str | None, typer.Option("--workload", "-w", help='Free text: "qlora 70b seq 8192 bs 1 gc".')] = None,
         method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
         framework: Annotated[str | None, typer.Option(help="hf | trl | unsloth | torchtune | axolotl | litgpt (their real defaults)")] = None,
+        loop: Annotated[str | None, typer.Option(help="trainer (transformers Trainer: autocast, its optimizer) | plain (a hand-written loop); default: the framework's")] = None,
+        grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Gradient accumulation steps.")] = None,
         dtype: Annotated[str | None, typer.Option(help="Parameter dtype: bf16 | fp16 | fp32 (fp32 master + autocast).")] = None,
         optimizer: Annotated[str | None, typer.Option(help="adamw_torch | adamw_torch_fused | adamw_8bit | paged_adamw_32bit | sgd | ...")] = None,
         batch: Annotated[int | None, typer.Option("--batch", "--batch-size", "-b", help="Micro-batch size.")] = None,
@@ -64,7 +66,8 @@ def register(app: typer.Typer) -> None:
                 sys.stdout.write(render_serve(res_s))
             return EXIT[res_s.verdict]
 
-        res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework,
+        res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,
+                       grad_accum=grad_accum,
                        dtype=dtype, optimizer=optimizer, batch=batch, seq_len=seq_len, grad_checkpointing=gc,
                        attention=attention, loss=loss, lora_r=lora_r,
                        lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets else None,

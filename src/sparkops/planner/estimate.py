@@ -121,6 +121,7 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     pk = pk or planner_knowledge()
     co = pk.coefficients
     est = Estimate()
+    est.notes.extend(run.assumed)
     tokens = run.batch * run.seq_len
     c = DTYPE_BYTES[run.compute_dtype]
     pbytes = DTYPE_BYTES[run.param_dtype]
@@ -160,6 +161,11 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     est.terms["gradients"] = trainable * grad_b
     per_state = opt.state_bytes if opt.state_bytes is not None else opt.states * state_dtype_b
     states = trainable * per_state
+    if run.loop == "trainer" and run.trains_base and opt.state_bytes is not None and opt.state_bytes < 8.0 \
+            and "8bit" in opt_key:
+        # Trainer registers a 32-bit override for every nn.Embedding with bitsandbytes 8-bit optimizers
+        states += arch.params_embedding * (8.0 - per_state)
+        est.notes.append("Trainer + 8-bit AdamW: the embedding keeps 32-bit optimizer states (Trainer's override)")
     est.terms["optimizer_states"] = states
     est.terms["optimizer_step_temp"] = trainable * state_dtype_b * opt.step_temp_params
     if not opt.torch_counted:
@@ -168,7 +174,7 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
                          "on a Spark it pages within the same pool and frees nothing")
     if run.param_dtype == "fp32" and run.method != "qlora":
         # autocast casts every Linear weight to bf16 and the matmul keeps that copy for backward
-        est.terms["autocast_weight_copies"] = arch.params_linear * c
+        est.terms["autocast_weight_copies"] = (arch.params_linear + (arch.params_lm_head or arch.params_embedding)) * c
     # ---- activations
     act = _activations(arch, run, modules, targeted, co, tokens)
     unused = "activations_layers" if run.grad_checkpointing else "activations_one_layer"
@@ -181,6 +187,10 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     if run.method == "qlora":
         # bnb dequantizes the whole 4-bit weight to the compute dtype per matmul, forward and backward
         est.terms["dequant_transient"] = 2 * arch.largest_linear * c
+    if _sdpa_math_fp32(arch, run, 4.0 if run.method == "qlora" and run.kbit_upcast else c):
+        est.notes.append("fp32 attention inputs with grouped KV heads outside autocast: SDPA falls back to its math "
+                         "kernel (seq^2 fp32 probabilities per head); the Trainer's autocast avoids it (in-sample: "
+                         "one device point, m19)")
     est.terms["cuda_workspaces"] = 64 * 2**20  # cuBLAS workspaces (2 handles x 32 MiB on Hopper/Blackwell)
 
     # ---- phases
@@ -212,6 +222,8 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
             fb["logits_loss"] = est.terms["logits_loss"]
         else:
             fb["backward_transient"] = act["backward_transient"]
+    if run.grad_accum > 1:  # accumulated gradients stay alive through the next micro-batches' forward and backward
+        fb["gradients"] = est.terms["gradients"]
     est.phases["forward-backward"] = fb
     est.phases["optimizer-step"] = {**base, "optimizer_states": states, "gradients": est.terms["gradients"],
                                     "optimizer_step_temp": est.terms["optimizer_step_temp"],
@@ -226,6 +238,13 @@ def estimate(arch: ModelArch, run: RunSpec, pk: PlannerKnowledge | None = None) 
     if arch.approximate:
         est.notes.extend(f"architecture: {a}" for a in arch.approximate)
     return est
+
+
+def _sdpa_math_fp32(arch: ModelArch, run: RunSpec, inner: float) -> bool:
+    """SDPA on fp32 Q/K/V of a GQA model outside autocast (a plain-loop QLoRA after PEFT's fp32 upcast):
+    transformers passes enable_gqa=True (no mask), flash refuses fp32 and the memory-efficient kernel has no GQA,
+    so the math path runs and materializes batch x heads x seq^2 fp32 probabilities."""
+    return run.attention == "sdpa" and not run.autocast and inner == 4.0 and arch.kv_heads < arch.heads
 
 
 def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], targeted: list[LinearModule],
@@ -246,6 +265,8 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
         if not mods:
             return 0.0
         base_keeps = run.trains_base or frozen_saves or run.bnb_keeps_input
+        if run.autocast:
+            return _autocast_group(mods, base_keeps, width, x_bytes == 4.0)
         total = 0.0
         shared = base_keeps
         for m in mods:
@@ -262,6 +283,27 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
             total += a * lora.r * m.per_token_instances  # lora_A output kept for lora_B
         return total + (x_bytes * width if shared else 0.0)
 
+    def _autocast_group(mods: list[LinearModule], base_keeps: bool, width: int, feed32: bool) -> float:
+        """Under autocast a matmul keeps the bf16 copy it made of an fp32 input, one copy per module (only
+        leaf weights are cached); PEFT's cast of the input to fp32 adapters is cast back to bf16 in lora_A."""
+        total, shared = 0.0, False
+        for m in mods:
+            if base_keeps:
+                if feed32:
+                    total += 2.0 * width
+                else:
+                    shared = True
+            if lora is None or m.name not in tset:
+                continue
+            if DTYPE_BYTES[lora.dtype] == 4.0 or feed32 or lora.dropout > 0:
+                total += 2.0 * width
+            else:
+                shared = True
+            if lora.dropout > 0:
+                total += 1.0 * width  # dropout mask
+            total += 2.0 * lora.r * m.per_token_instances  # lora_A output (bf16) kept for lora_B
+        return total + (2.0 * width if shared else 0.0)
+
     # norms: HF RMSNorm keeps its fp32 input, plus the normalized tensor when its weight trains
     if arch.norm_fp32_multiply:  # Gemma: x.float() kept, and the fp32 product when the weight trains
         per_elem = 4.0 + (4.0 if run.trains_base else 0.0)
@@ -273,21 +315,33 @@ def _activations(arch: ModelArch, run: RunSpec, modules: list[LinearModule], tar
     # Gemma 2/3's extra post-attention and post-MLP norms, and per-head q/k norms
     extra_norms = per_elem * (h * (arch.norms_per_layer - 2) + arch.qk_norm_width)
     x_in = inner if not fp32_stream or run.method == "qlora" else DTYPE_BYTES[run.compute_dtype]
+    extra_b = co.autocast_activation_extra_bytes if run.autocast else inner
+    composed = co.activation_extra_saved.get(arch.activation, 0) > 0
+    attn_out_in, mlp_out_in = inner, inner
+    if run.autocast:  # the dtype of the tensor that feeds each group of Linear modules
+        x_in = 4.0 if fp32_stream else inner
+        attn_out_in = 2.0
+        mlp_out_in = 4.0 if (run.method == "qlora" and run.kbit_upcast) or composed else 2.0
     # attention core
     if run.attention == "eager":
         core = inner * 3 * q + (4.0 + inner) * a_heads * s  # Q, repeated K and V, fp32 softmax + probs
         bwd_attn = (4.0 + 2 * inner) * a_heads * s
+    elif _sdpa_math_fp32(arch, run, inner):
+        # fp32 Q/K/V with GQA: flash needs half precision and the memory-efficient kernel takes no enable_gqa,
+        # so SDPA falls back to its math path: fp32 probabilities kept, and their gradients in backward
+        core = inner * (2 * q + 2 * kvd) + 4.0 * a_heads * s
+        bwd_attn = 2 * 4.0 * a_heads * s
     else:
         core = inner * (2 * q + 2 * kvd)  # Q, K, V (GQA-native), O
         bwd_attn = 0.0
-    attn_layer = norm + extra_norms + group_input({"qkv"}, h, x_in) + core + group_input({"attn_out"}, q, inner)
+    attn_layer = norm + extra_norms + group_input({"qkv"}, h, x_in) + core + group_input({"attn_out"}, q, attn_out_in)
     # MLP (dense layers)
     i = arch.intermediate
-    act_extra = inner * i * co.activation_extra_saved.get(arch.activation, 0)  # composed GELUs keep intermediates
+    act_extra = extra_b * i * co.activation_extra_saved.get(arch.activation, 0)  # composed GELUs keep intermediates
     if arch.mlp_gated:
-        mlp_dense = 3 * inner * i + group_input({"mlp_out"}, i, inner) + act_extra  # act input, act output, up output
+        mlp_dense = 3 * inner * i + group_input({"mlp_out"}, i, mlp_out_in) + act_extra  # act input, act output, up output
     else:
-        mlp_dense = inner * i + group_input({"mlp_out"}, i, inner) + act_extra  # activation input
+        mlp_dense = inner * i + group_input({"mlp_out"}, i, mlp_out_in) + act_extra  # activation input
     if arch.parallel_block:  # one norm feeds both branches: its output is kept once, beside the attention's
         shared = group_input({"qkv", "mlp_in"}, h, x_in)
         mlp_common = shared - group_input({"qkv"}, h, x_in)

@@ -12,7 +12,9 @@ def render_plan(res: PlanResult) -> str:
     lines = [f"{res.model.name} ({res.model.params_b:g}B params, {res.model.source}) — {r.method}"
              + (f" r={r.lora.r} {','.join(r.lora.targets)}" if r.lora else "")
              + f", batch {r.batch} x seq {r.seq_len}, {'gradient checkpointing' if r.grad_checkpointing else 'no checkpointing'}"
-             + f", {r.attention} attention, {r.optimizer}, framework {r.framework}"]
+             + f", {r.attention} attention, {r.optimizer}, framework {r.framework}"
+             + (" (Trainer path: autocast)" if r.loop == "trainer" else " (plain loop)")
+             + (f", gradient accumulation {r.grad_accum}" if r.grad_accum > 1 else "")]
     if res.model.assumed:
         lines.append(f"note: {res.model.assumed}")
     lines.append(f"trainable parameters: {res.model.trainable_params:,}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparkops.errors import InputError
 
 Method = Literal["full", "lora", "qlora"]
+Loop = Literal["plain", "trainer"]
 Attention = Literal["sdpa", "flash", "eager"]
 DType = Literal["bf16", "fp16", "fp32"]
 
@@ -49,6 +50,7 @@ class Framework(_M):
     kbit_upcast: bool
     fp32_norm: bool
     qlora_grad_checkpointing: bool | None = None  # QLoRA's own default (PEFT's kbit preparation turns it on)
+    loop: Loop = "plain"  # trainer: transformers.Trainer underneath (bf16=True runs the forward under autocast)
 
 
 class BackwardGrads(_M):
@@ -66,6 +68,7 @@ class Coefficients(_M):
     host_process_gb: float
     load_inflight_tensors: int
     activation_extra_saved: dict[str, int] = Field(default_factory=dict)
+    autocast_activation_extra_bytes: float = 4.0
 
 
 class Anchor(_M):
@@ -140,6 +143,12 @@ class RunSpec(_M):
     # bitsandbytes before its "(None, B)" change kept each 4-bit matmul's input for backward
     # (ctx.tensors = (A, B)); current releases keep only the packed weight
     bnb_keeps_input: bool = False
+    # plain: a hand-written loop (no autocast unless the weights are fp32); trainer: transformers.Trainer
+    # (TRL's SFTTrainer, axolotl, LLaMA-Factory are Trainer underneath), bf16=True => autocast always
+    loop: Loop = "plain"
+    autocast: bool = False  # forward under torch.autocast(bfloat16)
+    grad_accum: int = 1  # gradient accumulation steps: gradients stay alive through the next micro-batches
+    assumed: list[str] = Field(default_factory=list)  # choices the planner made that the user did not state
 
     @property
     def trains_base(self) -> bool:
@@ -153,7 +162,8 @@ def build_run(*, method: str | None, framework: str | None = None, dtype: str | 
               optimizer: str | None = None, batch: int | None = None, seq_len: int | None = None,
               grad_checkpointing: bool | None = None, attention: str | None = None, loss: str | None = None,
               lora_r: int | None = None, lora_targets: list[str] | None = None, lora_dropout: float | None = None,
-              quant: str | None = None, expandable_segments: bool = False, bnb_keeps_input: bool = False) -> RunSpec:
+              quant: str | None = None, expandable_segments: bool = False, bnb_keeps_input: bool = False,
+              loop: str | None = None, grad_accum: int | None = None) -> RunSpec:
     """Resolve a run from explicit choices on top of the framework's defaults; validate numbers."""
     kb = planner_knowledge()
     fw_key, fw = kb.framework(framework or "hf")
@@ -162,6 +172,7 @@ def build_run(*, method: str | None, framework: str | None = None, dtype: str | 
         raise PlanInputError(f"method must be full, lora or qlora (got {method!r}); inference is not planned here")
     _positive("batch size", batch)
     _positive("sequence length", seq_len)
+    _positive("gradient accumulation", grad_accum)
     if lora_r is not None and not 1 <= lora_r <= 65536:
         raise PlanInputError(f"LoRA rank must be between 1 and 65536 (got {lora_r})")
     if lora_dropout is not None and not 0.0 <= lora_dropout < 1.0:
@@ -188,12 +199,20 @@ def build_run(*, method: str | None, framework: str | None = None, dtype: str | 
         q = (quant or "nf4-dq").lower()
         if q not in kb.storage_bytes or kb.storage_bytes[q] >= 1.0:
             raise PlanInputError(f"QLoRA base storage must be a 4-bit format (got {quant!r})")
+    assumed: list[str] = []
+    lp = (loop or fw.loop).lower()
+    if lp not in ("plain", "trainer"):
+        raise PlanInputError(f"loop must be plain or trainer (got {loop!r})")
+    if loop is None and fw.loop == "trainer":
+        assumed.append(f"{fw_key}: assumed the transformers Trainer path (bf16=True: the forward runs under autocast); "
+                       "give --loop plain for a hand-written training loop")
     return RunSpec(method=m, framework=fw_key, param_dtype=pdt, compute_dtype=compute, optimizer=opt_key,  # type: ignore[arg-type]
                    batch=b, seq_len=s,
                    grad_checkpointing=_gc_default(fw, m) if grad_checkpointing is None else grad_checkpointing,
                    attention=att, loss=loss_key, lora=lora, quant=q,  # type: ignore[arg-type]
                    kbit_upcast=fw.kbit_upcast, fp32_norm=fw.fp32_norm, expandable_segments=expandable_segments,
-                   bnb_keeps_input=bnb_keeps_input and m == "qlora")
+                   bnb_keeps_input=bnb_keeps_input and m == "qlora", loop=lp,  # type: ignore[arg-type]
+                   autocast=lp == "trainer" or pdt == "fp32", grad_accum=grad_accum or 1, assumed=assumed)
 
 
 def _gc_default(fw: Framework, method: str) -> bool:
