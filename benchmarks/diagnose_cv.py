@@ -160,9 +160,11 @@ def predict(c: dict, bias: float, coef: dict) -> None:
         return
     p = calibrated(c["feat"][0], bias, coef)
     c["p"] = p
-    c["pred"] = c["cand"][0] if p >= ANSWER_AT or len(c["strong"]) >= 2 else "none"
-    c["second"] = c["strong"][1] if p < ANSWER_AT and len(c["strong"]) >= 2 else ""
-    if p >= ANSWER_AT and len(c["cand"]) > 1 and calibrated(c["feat"][1], bias, coef) >= SECOND_AT:
+    answered = p >= ANSWER_AT or c["rules"] == c["cand"][0]  # as diagnose: the rules' threshold or the bar
+    c["pred"] = c["cand"][0] if answered or len(c["strong"]) >= 2 else "none"
+    c["second"] = c["strong"][1] if not answered and len(c["strong"]) >= 2 else ""
+    if answered and len(c["cand"]) > 1 and (calibrated(c["feat"][1], bias, coef) >= SECOND_AT
+                                            or c["cand"][1] in c["strong"]):
         c["second"] = c["cand"][1]
 
 
@@ -190,7 +192,7 @@ def group_mean(cases: list[dict], key: str) -> tuple[float, int]:
 def report(cases: list[dict], sets: list[str], kb_name: str, mode: str = "") -> str:
     out = ["# diagnose: grouped cross-validation by source (issue 18)", "",
            f"`python benchmarks/diagnose_cv.py --sets {','.join(sets)}{mode}` · knowledge: {kb_name} · "
-           f"{len(cases)} cases in {len({c['group'] for c in cases})} source groups · abstain below p = {ANSWER_AT}, "
+           f"{len(cases)} cases in {len({c['group'] for c in cases})} source groups · answer when the rules' threshold passes or p ≥ {ANSWER_AT}, "
            f"high confidence = p ≥ {HIGH}", ""]
     scopes = [("all sets", cases), ("never tuned on (holdout4 + holdout5)",
                                    [c for c in cases if c["set"] in NEVER_TUNED])]
