@@ -123,7 +123,13 @@ def test_calibration_is_a_probability_and_grows_with_the_evidence():
 def test_a_strong_report_is_answered_with_its_calibrated_confidence():
     d = diagnose_text("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory")
     assert not d.abstained and d.top == "G1"
-    assert d.findings[0].confidence >= KB.scoring.calibration.answer_at
+    raw = match(from_text("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+                          "-", KB.text_limits), KB).scored[0]
+    cal = KB.scoring.calibration
+    assert d.findings[0].confidence == round(calibrated(calibration_features(match(from_text(
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory", "-",
+        KB.text_limits), KB)), cal.bias, cal.coef), 3)
+    assert d.findings[0].confidence != raw.confidence  # the calibrated probability, not the rules' raw score
 
 
 def test_a_weak_report_abstains_and_says_what_would_decide_it():
