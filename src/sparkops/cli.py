@@ -37,6 +37,7 @@ class SchemaName(str, Enum):
     facts = "facts"
     report = "report"
     plan = "plan"
+    serve = "serve"
     diagnosis = "diagnosis"
     bandwidth = "bandwidth"
     fleet = "fleet"
@@ -172,8 +173,8 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
 
 
 @app.command()
-def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report | plan | diagnosis | bandwidth | fleet")]) -> int:
-    """Print the JSON Schema of an output: the facts snapshot, env-report.json, plan / diagnose /
+def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report | plan | serve | diagnosis | bandwidth | fleet")]) -> int:
+    """Print the JSON Schema of an output: the facts snapshot, env-report.json, plan / plan --serve / diagnose /
     bandwidth --json, or fleet-report.json."""
     from sparkops.report.schemas import json_schema
 
