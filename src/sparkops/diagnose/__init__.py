@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO
 
-from sparkops.diagnose.model import Diagnosis, Evidence, FactEffect, Finding
+from sparkops.diagnose.model import Decider, Diagnosis, Evidence, FactEffect, Finding
 from sparkops.diagnose.rules import SymptomKnowledge
 from sparkops.diagnose.rules import load as load_symptoms
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Knowledge = SymptomKnowledge  # the name the issue's API uses
 
 __all__ = ["diagnose_text", "diagnose_files", "diagnose_input", "Diagnosis", "Finding", "Evidence",
-           "FactEffect", "SymptomKnowledge", "Knowledge", "load_symptoms"]
+           "FactEffect", "Decider", "SymptomKnowledge", "Knowledge", "load_symptoms"]
 
 
 def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowledge | None = None,
@@ -46,15 +46,57 @@ def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowle
         fj = judge(facts, catalog)
         signals, effects, hints = fj.signals, fj.effects, fj.hints
     res = match(inp, kb, signals, effects)
-    findings = [Finding(gotcha=s.gotcha, confidence=s.confidence, title=catalog.gotcha(s.gotcha).title,
-                        evidence=s.evidence, why=s.why, fix=catalog.gotcha(s.gotcha).fix, facts=s.facts)
-                for s in res.scored]
+
+    def finding(s) -> Finding:
+        return Finding(gotcha=s.gotcha, confidence=s.confidence, title=catalog.gotcha(s.gotcha).title,
+                       evidence=s.evidence, why=s.why, fix=catalog.gotcha(s.gotcha).fix, facts=s.facts)
+
+    cal = kb.scoring.calibration
+    abstained, reason, candidates, decide = False, None, [], []
+    if cal is None:  # knowledge without a calibration map: the v5 behaviour (every finding over min_confidence)
+        findings = [finding(s) for s in res.scored]
+    else:
+        findings, abstained, reason, candidates, decide = _calibrated(res, kb, finding)
     if top is not None:
         findings = findings[: max(top, 0)]
     shown = {f.gotcha for f in findings}
     notes = list(inp.notes) + res.notes
     notes += [text for gotcha, text in hints if gotcha not in shown]  # facts alone never make a finding
-    return Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated)
+    return Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated, abstained=abstained,
+                     abstain_reason=reason, candidates=candidates, decide=decide)
+
+
+def _calibrated(res, kb: SymptomKnowledge, finding):
+    """Findings with calibrated confidences (issue 18): the top candidate is answered when the rules' own threshold
+    (min_confidence) passes or its probability of being right reaches ``answer_at``, a second one when its own
+    probability reaches ``second_at``; otherwise diagnose abstains and says what would decide between the
+    candidates."""
+    from sparkops.diagnose.matcher import calibrated, calibration_features
+
+    cal = kb.scoring.calibration
+    ranked = sorted(res.scored + res.below, key=lambda x: -x.score)[:3]
+    if not ranked:
+        return [], False, None, [], []
+    out = []
+    for rank, s in enumerate(ranked):
+        p = round(calibrated(calibration_features(res, rank), cal.bias, cal.coef), 3)
+        out.append(finding(s).model_copy(update={"confidence": p}))
+    top = out[0]
+    # several clear problems in one report (each strong on a failure line): all of them are named
+    strong = [f for f, s in zip(out, ranked, strict=True) if s.confidence >= cal.several_at and s.failure_evidence]
+    # answered when the rules' own (tuned) threshold passes or the calibrated probability reaches the bar: under
+    # grouped cross-validation the calibrated bar alone lost top-1 accuracy (benchmarks/results/diagnose-cv.md)
+    if top.confidence >= cal.answer_at or ranked[0] in res.scored:
+        extra = [f for f in out[1:] if f.confidence >= cal.second_at or f in strong]
+        return [top, *extra], False, None, [], []
+    if len(strong) >= 2:
+        return strong, False, None, [], []
+    names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
+    reason = (f"not one of the ten, or not enough to tell: the strongest candidates, {names}, are under the "
+              f"{cal.answer_at:.2f} bar"
+              + ("" if res.failure_reported else "; no line of the input reports a failure") + ".")
+    decide = [Decider(gotcha=f.gotcha, **kb.decide[f.gotcha].model_dump()) for f in out if f.gotcha in kb.decide]
+    return [], True, reason, out, decide
 
 
 def diagnose_text(text: str, source: str = "-", facts: Facts | None = None,

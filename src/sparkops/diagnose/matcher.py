@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sparkops.diagnose.model import Evidence, FactEffect
+from sparkops.diagnose.reading import line_roles, negated, reports_failure
 from sparkops.diagnose.rules import GOTCHAS, Pattern, SymptomKnowledge
 from sparkops.diagnose.text import InputText, excerpt
 
@@ -44,6 +45,7 @@ class Scored:
     evidence: list[Evidence]
     why: str
     facts: list[FactEffect] = field(default_factory=list)
+    failure_evidence: bool = False  # one of its evidence lines reports a failure (reading.py), not only setup
 
 
 @dataclass
@@ -52,6 +54,8 @@ class MatchResult:
     notes: list[str]
     matched: set[str]  # every pattern, signal and harmless id that matched (for tests and tuning)
     below: list[Scored] = field(default_factory=list)  # dropped for low confidence (for tuning)
+    failure_reported: bool = True  # some line reports something going wrong (reading.py)
+    negated: list[tuple[int, str]] = field(default_factory=list)  # (line index, pattern id) matches read as "no X"
 
 
 def _locate(inp: InputText, starts: list[int], start: int, end: int) -> tuple[int, int, int]:
@@ -174,6 +178,10 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
         if found:
             matched.add(s.id)
             context[s.id] = (_locate(inp, starts, found[0].start(), found[0].end()), s.why)
+    reading = sc.reading
+    roles = line_roles(inp.lines)
+    failure_reported = reports_failure(roles)
+    negated_hits: list[tuple[int, str]] = []
     hits: list[_Hit] = []
     for g in GOTCHAS:
         for p in kb.patterns.get(g, []):
@@ -181,6 +189,9 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             lines: list[tuple[int, int, int]] = []
             for m in scan.finditer(p):
                 loc = _locate(inp, starts, m.start(), m.end())
+                if reading.negation and p.weight > 0 and negated(inp.lines[loc[0]], loc[1]):
+                    negated_hits.append((loc[0], p.id))
+                    continue
                 if loc[0] not in quiet and all(loc[0] != x[0] for x in lines):
                     lines.append(loc)
             if lines:
@@ -194,6 +205,8 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
     best_in_group: dict[tuple[str, str], float] = {}
     for h_ in hits:
         w = h_.pattern.weight
+        if w > 0:  # evidence counts by where it stands: a failure line in full, the setup or a quote less
+            w *= max(reading.weight(roles[i]) for i, _s, _e in h_.lines)
         if h_.pattern.group:
             key = (h_.gotcha, h_.pattern.group)
             prev = best_in_group.get(key)
@@ -266,6 +279,13 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                 score[g] = min(score[g], strongest_topic[g]) * sc.topic_only_keep
                 applied[g].append("only topic words, no sign of a failure: damped")
 
+    # 3c. a report in which no line says anything went wrong (a how-to page, a success report, pasted docs)
+    if not failure_reported and reading.no_failure_keep < 1.0:
+        for g in GOTCHAS:
+            if score[g] > 0:
+                score[g] *= reading.no_failure_keep
+                applied[g].append("no line of the input reports a failure: damped")
+
     # 4. facts
     effects = fact_effects or {}
     for g in GOTCHAS:
@@ -300,8 +320,34 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             i, why = counter[g][0]
             why_parts.append(f"counter-evidence, line {inp.numbers[i]}: {why}")
         out.append(Scored(gotcha=g, score=round(score[g], 3), confidence=conf, evidence=evidence,
-                          why="; ".join(why_parts), facts=list(effects.get(g, []))))
+                          why="; ".join(why_parts), facts=list(effects.get(g, [])),
+                          failure_evidence=any(roles[i] == "failure" for _w, i, _s, _e, _y in ev[g])))
     out.sort(key=lambda x: (-x.score, GOTCHAS.index(x.gotcha)))
     kept = [x for x in out if x.confidence >= sc.min_confidence]
     below = [x for x in out if x.confidence < sc.min_confidence]
-    return MatchResult(scored=kept, notes=notes, matched=matched, below=below)
+    return MatchResult(scored=kept, notes=notes, matched=matched, below=below, failure_reported=failure_reported,
+                       negated=negated_hits)
+
+
+CALIBRATION_FEATURES = ("log_score", "margin", "failure_reported", "failure_evidence", "rivals")
+
+
+def calibration_features(res: MatchResult, rank: int = 0) -> dict[str, float]:
+    """The numbers the calibration map reads for the finding at ``rank`` (0: the top one) of a match:
+    its score (log), its lead over the next finding, whether any line reports a failure, whether its own
+    evidence stands on a failure line, and how many other gotchas scored at all."""
+    ranked = sorted(res.scored + res.below, key=lambda x: -x.score)
+    if rank >= len(ranked):
+        return {k: 0.0 for k in CALIBRATION_FEATURES}
+    me = ranked[rank]
+    nxt = ranked[rank + 1].score if rank + 1 < len(ranked) else 0.0
+    return {"log_score": math.log1p(max(me.score, 0.0)), "margin": math.log1p(max(me.score - nxt, 0.0)),
+            "failure_reported": float(res.failure_reported), "failure_evidence": float(me.failure_evidence),
+            "rivals": float(min(len(ranked) - 1, 4))}
+
+
+def calibrated(features: dict[str, float], bias: float, coef: dict[str, float]) -> float:
+    """Logistic probability from features and fitted coefficients (missing coefficients count 0)."""
+    z = bias + sum(coef.get(k, 0.0) * v for k, v in features.items())
+    z = max(-30.0, min(30.0, z))
+    return 1.0 / (1.0 + math.exp(-z))

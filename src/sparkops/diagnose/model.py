@@ -41,14 +41,28 @@ class Finding(_Model):
     facts: list[FactEffect] = Field(default_factory=list)
 
 
+class Decider(_Model):
+    """What would decide whether a candidate gotcha is the cause: a fact to collect or a command to run."""
+
+    gotcha: str
+    fact: str | None = None  # dotted path in a facts snapshot (`spark-ops collect`), when one decides it
+    command: str  # a command to run on the machine (read-only)
+    why: str  # what its answer tells
+
+
 class Diagnosis(_Model):
-    """The answer for one input. No findings means "none of the ten"."""
+    """The answer for one input. No findings means "none of the ten" - or, with ``abstained``, "not enough to
+    tell": then ``candidates`` holds what the text weakly points at and ``decide`` what would settle it."""
 
     file: str  # the path as given, or "-" for stdin
     findings: list[Finding] = Field(default_factory=list)  # best first
     notes: list[str] = Field(default_factory=list)  # harmless messages explained, truncation, fact hints
     truncated: bool = False  # only part of the input was read (the notes say which lines)
     error: str | None = None  # the input could not be read at all (the CLI then exits 3)
+    abstained: bool = False  # the evidence was too weak to name a gotcha (calibrated probability under the bar)
+    abstain_reason: str | None = None  # why it abstained, with the numbers
+    candidates: list[Finding] = Field(default_factory=list)  # weak findings it did not answer with, best first
+    decide: list[Decider] = Field(default_factory=list)  # facts/commands that would decide between them
 
     @property
     def top(self) -> str:

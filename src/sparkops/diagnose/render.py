@@ -30,7 +30,18 @@ def render_diagnosis(d: Diagnosis, header: bool = True) -> str:
     if d.error is not None:
         lines.append(f"could not read: {d.error}")
         return "\n".join(lines) + "\n"
-    if not d.findings:
+    if d.abstained:
+        lines += _wrap(d.abstain_reason or "not one of the ten, or not enough to tell", "")
+        for f in d.candidates:
+            lines.append(f"  candidate {f.gotcha}  {f.title}  (p = {f.confidence:.2f})")
+            for e in f.evidence[:2]:
+                lines += _wrap(f"line {e.line}: {e.text}", "    ")
+        if d.decide:
+            lines.append("what would decide it:")
+            for x in d.decide:
+                lines += _wrap(f"{x.gotcha}: {x.command}" + (f"  (fact {x.fact})" if x.fact else ""), "  ")
+                lines += _wrap(f"-> {x.why}", "      ")
+    elif not d.findings:
         lines.append("none of the ten: no G1-G10 symptom found")
     for i, f in enumerate(d.findings):
         if i:

@@ -256,6 +256,41 @@ class Scoring(_Model):
     topic_only_keep: float = Field(default=1.0, ge=0, le=1)
     evidence_per_pattern: int = Field(ge=1)  # evidence lines shown per pattern
     max_evidence: int = Field(ge=1)  # evidence lines shown per finding
+    reading: Reading = Field(default_factory=lambda: Reading())  # where evidence stands (issue 18)
+    calibration: Calibration | None = None  # raw score -> probability the top finding is right (issue 18)
+
+
+class Reading(_Model):
+    """How much a match counts by the role of its line (sparkops/diagnose/reading.py); 1.0 everywhere and
+    ``negation: false`` reproduce the v5 matcher exactly."""
+
+    failure: float = Field(default=1.0, ge=0, le=1)
+    plain: float = Field(default=1.0, ge=0, le=1)
+    context: float = Field(default=1.0, ge=0, le=1)
+    quoted: float = Field(default=1.0, ge=0, le=1)
+    negation: bool = False  # a match negated in its clause ("no OOM") is not evidence for its gotcha
+    no_failure_keep: float = Field(default=1.0, ge=0, le=1)  # share of every score kept when no line fails
+
+    def weight(self, role: str) -> float:
+        return float(getattr(self, role))
+
+
+class Calibration(_Model):
+    """A logistic map from the matcher's raw numbers to the probability that the top finding is right,
+    fitted by benchmarks/diagnose_cv.py on the labelled sets named in ``fitted_on`` (never holdout5).
+    p = 1 / (1 + exp(-(bias + sum(coef[k] * feature[k])))); features: matcher.calibration_features."""
+
+    fitted_on: list[str]
+    bias: float
+    coef: dict[str, float]
+    answer_at: float = Field(ge=0, le=1)  # below this probability diagnose abstains
+    second_at: float = Field(ge=0, le=1)  # a second finding is offered at or above this probability
+    # two or more strong, different problems in one report (each with the rules' own confidence at or above
+    # this, on a line that reports a failure): answered with all of them instead of abstaining on the tie
+    several_at: float = Field(default=1.0, ge=0, le=1)
+
+
+Scoring.model_rebuild()
 
 
 class LimitsModel(_Model):
@@ -267,6 +302,14 @@ class LimitsModel(_Model):
     max_read_bytes: int = Field(gt=0)
 
 
+class Decide(_Model):
+    """What settles one gotcha when the text alone does not (diagnose --json ``decide``)."""
+
+    fact: str | None = None
+    command: str
+    why: str
+
+
 class SymptomKnowledge(_Model):
     version: int
     last_verified: date
@@ -276,12 +319,13 @@ class SymptomKnowledge(_Model):
     patterns: dict[str, list[Pattern]]
     rules: list[Rule]
     harmless: list[Harmless]
+    decide: dict[str, Decide] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _ids(self) -> SymptomKnowledge:
-        bad = [g for g in self.patterns if g not in GOTCHAS]
+        bad = [g for g in self.patterns if g not in GOTCHAS] + [g for g in self.decide if g not in GOTCHAS]
         if bad:
-            raise ValueError(f"patterns for unknown gotchas: {bad}")
+            raise ValueError(f"patterns or decide entries for unknown gotchas: {bad}")
         ids: list[str] = [s.id for s in self.signals] + [p.id for ps in self.patterns.values() for p in ps]
         ids += [h.id for h in self.harmless]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
