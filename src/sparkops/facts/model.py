@@ -249,6 +249,7 @@ class TargetEnvFacts(_Model):
     container_image: str | None = None  # as asked, alias resolved (unsloth/unsloth:dgxspark-latest)
     container_ref: str | None = None  # what ran: the lock file's repo@sha256:... when pinned, else the tag
     container_digest: str | Unavailable | None = None  # repo@sha256:... of the image used, else its Id
+    container_engine: str | None = None  # the CLI that ran it: docker (Docker Engine or podman's API) | podman
 
 
 # --------------------------------------------------------------------------- G10 configs
