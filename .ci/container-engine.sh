@@ -11,7 +11,8 @@
 #   .ci/container-engine.sh clean   stop, then delete the state directory (images, registry data)
 #
 # Everything lives under $SPARKOPS_ENGINE_DIR (default /var/tmp/spark-ops-engine): podman's
-# storage (vfs), its containers.conf / storage.conf / registries.conf (passed by CONTAINERS_* variables,
+# storage (overlay where the kernel lets root mount one, else vfs, which copies every layer: a
+# container start then costs seconds), its containers.conf / storage.conf / registries.conf (passed by CONTAINERS_* variables,
 # so the host's own podman configuration is untouched), the registry's data, pid files and logs.
 # The images are rebuilt only when this script changes (a stamp holds its hash).
 # Needs: Debian/Ubuntu with apt (or podman, runc, mmdebstrap, docker-registry already installed),
@@ -54,8 +55,21 @@ install_tools() {
     catatonit >>"$STATE/apt.log" 2>&1 || { log "apt-get install failed: see $STATE/apt.log"; return 1; }
 }
 
+storage_driver() {  # overlay when a test mount works (fast container starts), else vfs
+  if [ -n "${SPARKOPS_ENGINE_STORAGE:-}" ]; then echo "$SPARKOPS_ENGINE_STORAGE"; return; fi
+  local d; d=$(mktemp -d)
+  mkdir -p "$d/l" "$d/u" "$d/w" "$d/m"
+  if mount -t overlay overlay -o "lowerdir=$d/l,upperdir=$d/u,workdir=$d/w" "$d/m" 2>/dev/null; then
+    umount "$d/m"; echo overlay
+  else
+    echo vfs
+  fi
+  rm -rf "$d"
+}
+
 write_config() {
-  mkdir -p "$STATE/storage" "$STATE/run" "$STATE/registry" "$STATE/tmp"
+  DRIVER=$(storage_driver)
+  mkdir -p "$STATE/storage-$DRIVER" "$STATE/run" "$STATE/registry" "$STATE/tmp"
   # crun fails on hybrid cgroups hosts; ulimits and the journald/systemd defaults do not exist in a
   # CI sandbox: runc, cgroupfs, a file events log, no default ulimits.
   cat >"$STATE/containers.conf" <<EOF
@@ -70,8 +84,8 @@ tmp_dir = "$STATE/tmp"
 EOF
   cat >"$STATE/storage.conf" <<EOF
 [storage]
-driver = "vfs"
-graphroot = "$STATE/storage"
+driver = "$DRIVER"
+graphroot = "$STATE/storage-$DRIVER"
 runroot = "$STATE/run"
 EOF
   # The public names the tool uses (the matrix's nvcr.io/nvidia/pytorch and unsloth/unsloth) are
@@ -173,13 +187,15 @@ build_images() {
   local ctx=$STATE/build
   rm -rf "$ctx"; mkdir -p "$ctx"
   if ! pm image exists localhost/spark-ops-test/debian:$SUITE; then
-    log "building a Debian $SUITE rootfs with python3 (mmdebstrap)"
-    mmdebstrap --quiet --variant=essential --include=python3 \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' "$SUITE" "$ctx/rootfs.tar" >"$STATE/mmdebstrap.log" 2>&1 \
-      || { log "mmdebstrap failed: see $STATE/mmdebstrap.log"; return 1; }
-    pm import --change 'CMD ["/bin/sh"]' "$ctx/rootfs.tar" "localhost/spark-ops-test/debian:$SUITE" >/dev/null
-    rm -f "$ctx/rootfs.tar"
+    if [ ! -s "$STATE/rootfs-$SUITE.tar" ]; then  # kept: a rebuild needs no mirror
+      log "building a Debian $SUITE rootfs with python3 (mmdebstrap)"
+      mmdebstrap --quiet --variant=essential --include=python3 \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' "$SUITE" "$ctx/rootfs.tar" >"$STATE/mmdebstrap.log" 2>&1 \
+        || { log "mmdebstrap failed: see $STATE/mmdebstrap.log"; return 1; }
+      mv "$ctx/rootfs.tar" "$STATE/rootfs-$SUITE.tar"
+    fi
+    pm import -q --change 'CMD ["/bin/sh"]' "$STATE/rootfs-$SUITE.tar" "localhost/spark-ops-test/debian:$SUITE" >/dev/null
   fi
   local base=localhost/spark-ops-test/debian:$SUITE site
   log "building the test images"
@@ -255,14 +271,14 @@ start() {
   install_tools
   write_config
   start_registry
-  if [ "$(cat "$STATE/images.stamp" 2>/dev/null)" != "$SCRIPT_HASH" ]; then
+  if [ "$(cat "$STATE/images.stamp" 2>/dev/null)" != "$SCRIPT_HASH-$DRIVER" ]; then
     build_images
-    echo "$SCRIPT_HASH" >"$STATE/images.stamp"
+    echo "$SCRIPT_HASH-$DRIVER" >"$STATE/images.stamp"
   fi
   start_service
   push_images
   write_env
-  log "ready: DOCKER_HOST=unix://$SOCK, registry $REG (environment in $STATE/env)"
+  log "ready: DOCKER_HOST=unix://$SOCK ($DRIVER storage), registry $REG (environment in $STATE/env)"
 }
 
 stop_pid() {
