@@ -249,3 +249,79 @@ def test_cli_container_with_facts_is_a_usage_error(tmp_path):
     res = spark_ops("stack", "--container", "ngc", "--facts", str(FIXTURES / "facts" / "no_gpu.json"),
                     env=clean_env(), cwd=tmp_path)
     assert res.returncode == 3 and "--container" in res.stderr
+
+
+# ---------------------------------------------------------------- engines: what the real ones say
+def test_engine_choose_and_flags(tmp_path):
+    from sparkops.probes import engine
+
+    only_podman = tmp_path / "p"
+    only_podman.mkdir()
+    (only_podman / "podman").write_text("#!/bin/sh\n")
+    (only_podman / "podman").chmod(0o755)
+    assert engine.choose(None, {"PATH": str(only_podman)}) == ("podman", "podman on PATH")
+    assert engine.choose("docker", {"PATH": str(only_podman)}) == ("docker", "--engine")
+    assert engine.choose(None, {"PATH": str(tmp_path / "none")})[0] == "docker"
+    with pytest.raises(ValueError):
+        engine.choose("lxc", {})
+    assert engine.gpu_flags("docker") == ("--runtime=nvidia", "--gpus", "all")
+    assert engine.gpu_flags("podman") == ("--device", "nvidia.com/gpu=all")
+    argv = container_argv(NGC, "quick", None, "n", "podman")
+    assert argv[:2] == ("podman", "run") and "nvidia.com/gpu=all" in argv and "--rm" not in argv
+
+
+@pytest.mark.parametrize("text,kind", [
+    # recorded from the docker CLI 28.2 against podman 4.3's API, and from podman 4.3 itself
+    ("Cannot connect to the Docker daemon at unix:///var/tmp/spark-ops-engine/podman.sock. Is the docker daemon "
+     "running?", "no_engine"),
+    ("permission denied while trying to connect to the Docker daemon socket at unix:///var/tmp/spark-ops-engine/"
+     "podman.sock: Get \"http://%2Fvar%2Ftmp%2Fspark-ops-engine%2Fpodman.sock/v1.41/version\": dial unix "
+     "/var/tmp/spark-ops-engine/podman.sock: connect: permission denied", "no_permission"),
+    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "no_gpu_runtime"),
+    ("docker: Error response from daemon: unknown or invalid runtime name: nvidia", "no_gpu_runtime"),
+    ("Error: No such object: nvcr.io/nvidia/pytorch:25.09-py3", "no_image"),
+    ("Error: initializing source docker://unsloth/unsloth@sha256:44d9: reading manifest sha256:44d9 in "
+     "127.0.0.1:5055/unsloth/unsloth: manifest unknown: manifest unknown", "no_image"),
+    ("Error: localhost/spark-ops-test/none:1: image not known", "no_image"),
+    ("unable to upgrade to tcp, received 409", None),
+])
+def test_engine_problem_words(text, kind):
+    from sparkops.probes import engine
+
+    assert engine.problem("docker", text) == kind
+
+
+def test_podman_behind_the_docker_api():
+    from sparkops.probes import engine
+
+    podman = ('{"Platform":{"Name":"linux/amd64/debian-12"},"Components":[{"Name":"Podman Engine",'
+              '"Version":"4.3.1"},{"Name":"Conmon","Version":"conmon version 2.1.6"}]}')
+    assert engine.podman_behind(podman)
+    assert not engine.podman_behind('{"Components":[{"Name":"Engine","Version":"28.2.2"}]}')
+    assert not engine.podman_behind("not json") and engine.server_components("[1]") == []
+
+
+def test_full_repo():
+    from sparkops.probes.engine import full_repo
+
+    assert full_repo("unsloth/unsloth") == "docker.io/unsloth/unsloth"
+    assert full_repo("docker.io/unsloth/unsloth") == "docker.io/unsloth/unsloth"
+    assert full_repo("ubuntu") == "docker.io/library/ubuntu"
+    assert full_repo("127.0.0.1:5055/unsloth/unsloth") == "127.0.0.1:5055/unsloth/unsloth"
+    assert full_repo("localhost/spark-ops-test/ngc") == "localhost/spark-ops-test/ngc"
+    assert full_repo("nvcr.io/nvidia/pytorch") == "nvcr.io/nvidia/pytorch"
+
+
+def test_parse_image_inspect_same_path_on_another_registry_is_not_the_repository():
+    text = ("sha256:" + "1" * 64 + " 127.0.0.1:5055/unsloth/unsloth@sha256:" + "9" * 64
+            + " docker.io/unsloth/unsloth@sha256:" + "2" * 64)
+    assert parse_image_inspect(text, "unsloth/unsloth:dgxspark-latest")[1] == "docker.io/unsloth/unsloth@sha256:" + "2" * 64
+
+
+@given(st.text(max_size=200))
+def test_engine_parsers_never_raise(text):
+    from sparkops.probes import engine
+
+    assert engine.problem("podman", text) in (None, "no_engine", "no_permission", "no_image", "no_gpu_runtime")
+    assert isinstance(engine.podman_behind(text), bool)
+    assert engine.full_repo(text or "x").count("/") >= 1
