@@ -33,6 +33,14 @@ def render_json(report: Report) -> str:
     return report.model_dump_json(indent=2) + "\n"
 
 
+WHERE = {"host": " (on the host)", "container": " (in the container)", "target-env": " (in the target environment)"}
+
+
+def _where(fix_where: str) -> str:
+    """Where a fix must run, as the text output says it ("" where it runs anywhere)."""
+    return WHERE.get(fix_where, "")
+
+
 def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
@@ -40,15 +48,15 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     head.append("Verdict: ", style="bold")
     head.append(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
     head.append(f"   platform {report.platform}")
-    if report.headroom_gb is not None:
-        head.append(f" · headroom {report.headroom_gb:g} GiB")
+    if report.headroom_gib is not None:
+        head.append(f" · headroom {report.headroom_gib:g} GiB")
     con.print(head)
     if report.blocking:  # when blocked, the fixes come first (shared/spec/gotchas.md, Verdict)
         con.print(Text("Blocking — fix these first:", style="bold red"))
         for b in report.blocking:
             con.print(Text(f"  {b.gotcha}: {b.summary}", style="red"))
             if b.fix:
-                con.print(Text(f"     fix: {b.fix}"))
+                con.print(Text(f"     fix{_where(b.fix_where)}: {b.fix}"))
         con.print()
     con.print(Text(f"{report.identity.note}", style="dim"))
     if report.target_python:
@@ -69,7 +77,7 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
         con.print()
         con.print(Text("Warnings — what to do:", style="bold yellow"))
         for f in warn_fixes:
-            con.print(Text(f"  {f.gotcha}: {f.fix}"))
+            con.print(Text(f"  {f.gotcha}{_where(f.fix_where)}: {f.fix}"))
     if report.probe_notes:
         con.print()
         con.print(Text("Probe notes:", style="bold"))
@@ -98,6 +106,12 @@ def render_gotcha(g: Gotcha, matrix: StackMatrix | None = None) -> str:
         out += [f"  {line}" for line in matrix.bare_pip_sequence]
         out += ["  then verify: python -c \"import torch; print(torch.cuda.is_available(), torch.version.cuda)\""
                 "  (expect: True 13.0)"]
+    if g.codes:
+        out += ["", "Decisions (sub-codes; findings carry them in `code`)"]
+        for code, sub in g.codes.items():
+            where = f", fix runs {'in the ' if sub.where in ('container', 'target-env') else 'on the '}{sub.where}" \
+                if sub.where and sub.where != "anywhere" else ""
+            out.append(f"  {code} ({sub.status}{where}): {sub.line}")
     if g.known_problems:
         out += ["", "Known problems", f"  {g.known_problems}"]
     if g.references:
