@@ -88,7 +88,7 @@ def test_pin_writes_lock_then_docker_run_uses_digest(tmp_path):
     assert data["images"][UNSLOTH]["ref"] == DIGEST and data["images"][UNSLOTH]["pinned_at"]
     dr = st.docker_run("unsloth", tmp_path, lock=lock)
     assert dr.pinned and dr.argv[-1] == DIGEST and UNSLOTH not in dr.argv
-    assert "--shm-size=32GB" in dr.argv
+    assert "--ipc=host" in dr.argv and not any(a.startswith("--shm-size") for a in dr.argv)  # podman refuses both
 
 
 @pytest.mark.parametrize("fixture,needle", [
@@ -128,7 +128,7 @@ def test_cli_pin_then_docker_run(work, tmp_path, monkeypatch):
     assert rc == 0
     line = res.stdout.splitlines()[0]
     assert line.startswith("docker run --runtime=nvidia --gpus all -it --rm --ipc=host "
-                           "--ulimit memlock=-1 --ulimit stack=67108864 --shm-size=32GB ")
+                           "--ulimit memlock=-1 --ulimit stack=67108864 -v ")
     assert f'-v "{work}:/workspace/work" {DIGEST} python train.py --epochs 1' in line
     res, rc = invoke(["setup", "docker-run", "--image", "unsloth", "--json"])
     out = json.loads(res.stdout)
@@ -371,3 +371,78 @@ def test_exec_argv():
         "/v/bin/python", "-m", "pip", "install", "-U", "torchao==0.17.0"]
     assert st.exec_argv('uv pip install --override o.txt "a==1"', "/v/py", "/bin/uv") == [
         "/bin/uv", "pip", "install", "--python", "/v/py", "--override", "o.txt", "a==1"]
+
+
+# ---------------------------------------------------------------- pin: the repository's own digest
+def test_repo_digests_by_repository_not_index_0():
+    d = {c: c * 64 for c in "1239"}
+    text = (f"sha256:{d['1']} 127.0.0.1:5055/unsloth/unsloth@sha256:{d['9']} "
+            f"docker.io/unsloth/unsloth@sha256:{d['2']} docker.io/unsloth/unsloth@sha256:{d['3']} garbage")
+    mine, others = st.repo_digests(text, UNSLOTH)
+    assert mine == [f"docker.io/unsloth/unsloth@sha256:{d['2']}", f"docker.io/unsloth/unsloth@sha256:{d['3']}"]
+    assert others == [f"127.0.0.1:5055/unsloth/unsloth@sha256:{d['9']}"]
+
+
+@given(hst.text(max_size=300), hst.text(min_size=1, max_size=60))
+def test_repo_digests_never_raises(text, image):
+    mine, others = st.repo_digests(text, image)
+    assert all("@sha256:" in d for d in mine + others)
+
+
+def _podman_like(tmp_path: Path, served: str) -> str:
+    """A fake `docker` answering like podman's API: no Digest: line on pull, every name x every
+    manifest digest in RepoDigests (a local build's included), and a pull by digest that works only
+    for the digest the registry serves."""
+    d = tmp_path / "podmanbin"
+    d.mkdir()
+    local = "4" * 64
+    script = f"""#!/bin/sh
+echo "$*" >> {tmp_path}/calls.log
+case "$1" in
+  pull) case "$2" in *@sha256:*) case "$2" in *{served}) exit 0 ;; esac
+          echo "Error: reading manifest: manifest unknown" >&2; exit 1 ;; esac
+        echo "docker.io/unsloth/unsloth:dgxspark-latest"; exit 0 ;;
+  image) echo "sha256:{'5' * 64} docker.io/unsloth/unsloth@sha256:{served} docker.io/unsloth/unsloth@sha256:{local}\
+ localhost/x/unsloth@sha256:{served} localhost/x/unsloth@sha256:{local}"; exit 0 ;;
+esac
+exit 2
+"""
+    (d / "docker").write_text(script)
+    (d / "docker").chmod(0o755)
+    return f"{d}:/usr/bin:/bin"
+
+
+def test_pin_confirms_among_several_digests_by_pulling_each(tmp_path):
+    served = "7" * 64
+    res = st.pin(UNSLOTH, pull=True, env={"PATH": _podman_like(tmp_path, served)}, lock=tmp_path / "l.json",
+                 timeout=10, engine_name="docker")
+    assert res["ref"] == f"docker.io/unsloth/unsloth@sha256:{served}"
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert sum(c.startswith("pull docker.io/unsloth/unsloth@sha256:") for c in calls) == 2
+
+
+def test_pin_never_records_a_digest_the_registry_does_not_serve(tmp_path):
+    path = _podman_like(tmp_path, "7" * 64)
+    fake = Path(path.split(":")[0]) / "docker"
+    fake.write_text(fake.read_text().replace("*" + "7" * 64 + ") exit 0", "*NEVER) exit 0"))  # serves none
+    with pytest.raises(st.SetupError, match="serves none"):
+        st.pin(UNSLOTH, env={"PATH": path}, lock=tmp_path / "l.json", timeout=10, engine_name="docker")
+    assert not (tmp_path / "l.json").exists()
+
+
+def test_pin_a_name_with_only_other_repositories_digests_is_refused(tmp_path):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "docker").write_text(f"#!/bin/sh\necho 'sha256:{'1' * 64} mirror.example/other/repo@sha256:{'2' * 64}'\n")
+    (d / "docker").chmod(0o755)
+    with pytest.raises(st.SetupError, match="only for other repositories"):
+        st.pin(UNSLOTH, env={"PATH": f"{d}:/usr/bin:/bin"}, lock=tmp_path / "l.json", timeout=10, engine_name="docker")
+
+
+def test_docker_run_podman_and_no_tty_and_no_ulimits(tmp_path):
+    dr = st.docker_run("ngc", tmp_path, ["true"], lock=tmp_path / "none.json", engine_name="podman", tty=False,
+                       rm=False, name="n1", ulimits=False)
+    assert dr.argv[:5] == ["podman", "run", "--device", "nvidia.com/gpu=all", "-i"]
+    assert "--rm" not in dr.argv and dr.argv[dr.argv.index("--name") + 1] == "n1"
+    assert "--ulimit" not in dr.argv and any("--no-ulimits" in n for n in dr.notes)
+    assert any("everything not in the mount is lost" in why for _f, why in dr.whys)

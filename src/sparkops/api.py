@@ -69,7 +69,8 @@ def target_label(facts: Facts) -> str:
     digest = t.container_digest if isinstance(t.container_digest, str) else None
     if digest is None and t.container_digest is not None:
         digest = f"digest unavailable: {t.container_digest}"
-    return f"{t.python or 'python'} in container {t.container_ref}" + (f" ({digest})" if digest else "")
+    label = f"{t.python or 'python'} in container {t.container_ref}" + (f" ({digest})" if digest else "")
+    return label + (f" via {t.container_engine}" if t.container_engine else "")
 
 
 def _container_json(facts: Facts) -> dict | None:
@@ -77,7 +78,7 @@ def _container_json(facts: Facts) -> dict | None:
     if not t.container_ref:
         return None
     digest = t.container_digest
-    return {"image": t.container_image, "ref": t.container_ref,
+    return {"image": t.container_image, "ref": t.container_ref, "engine": t.container_engine,
             "digest": digest if isinstance(digest, str) or digest is None else digest.model_dump(mode="json")}
 
 

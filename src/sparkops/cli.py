@@ -52,8 +52,11 @@ ConfigOpt = Annotated[list[Path] | None, typer.Option("--config", help="A config
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
 ContainerOpt = Annotated[str | None, typer.Option("--container", help="Run the target probe inside this "
                          "image (ngc | unsloth | IMAGE[:TAG], the lock file's pin when there is one) with "
-                         "`docker run --rm --gpus all`; --python then names the interpreter inside it.",
+                         "`docker run --gpus all`; --python then names the interpreter inside it.",
                          show_default=False)]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="With --container: the container CLI, docker "
+                      "(Docker Engine, or podman's Docker API behind it) | podman. Default: the first on PATH.",
+                      show_default=False)]
 BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in seconds for the whole "
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
@@ -71,14 +74,22 @@ def _prestart(python: Path | None, quick: bool, container: str | None = None) ->
 
 
 def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
-          budget: float | None = None, container: str | None = None) -> api.CollectOptions:
+          budget: float | None = None, container: str | None = None,
+          engine: str | None = None) -> api.CollectOptions:
     from sparkops import api
 
     key = "setup.container_budget_s" if container else "probes.budget_s"  # a container start costs seconds
     budget = budget if budget is not None else float(api.knowledge().t(key))
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
                               config_paths=tuple(config or ()), offline=offline, budget_s=budget,
-                              counter_window_s=0.1 if quick else 1.0)  # full: hidden behind the torch import
+                              counter_window_s=0.1 if quick else 1.0,  # full: hidden behind the torch import
+                              container_engine=_engine(engine))
+
+
+def _engine(engine: str | None) -> str:
+    if engine is not None and engine not in ("docker", "podman"):
+        raise InputError(f"--engine {engine}: docker or podman")
+    return engine or ""
 
 
 @app.command()
@@ -101,6 +112,7 @@ def preflight(
     offline: OfflineOpt = False,
     budget: BudgetOpt = None,
     container: ContainerOpt = None,
+    engine: EngineOpt = None,
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
     measure: Annotated[bool, typer.Option("--measure", help="Also measure device memory bandwidth for G5 "
                        "(intrusive: at most 2 GB for about a second; refused while other GPU jobs run or memory "
@@ -124,7 +136,7 @@ def preflight(
                estimated_peak_gb=peak_gb)
     kb = api.knowledge(matrix)
     fmt = Format.json if as_json else fmt
-    opts = replace(_opts(python, quick, config, offline, budget, container), measure_bandwidth=measure)
+    opts = replace(_opts(python, quick, config, offline, budget, container, engine), measure_bandwidth=measure)
     rep = api.preflight(facts=facts, opts=opts, workload=wl,
                         kb=kb, also_import=("sparkops.report.render",) if fmt is Format.table else (),
                         container=container)
@@ -188,6 +200,7 @@ def stack_cmd(
     facts: Annotated[Path | None, typer.Option("--facts", help="Judge a recorded snapshot.")] = None,
     matrix: Annotated[Path | None, typer.Option("--matrix", help="A newer stack-matrix YAML.")] = None,
     container: ContainerOpt = None,
+    engine: EngineOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> int:
     """Installed versions against the dated known-good matrix (G9): per package, the matrix's age,
@@ -196,7 +209,7 @@ def stack_cmd(
         _prestart(python, True, container)
     from sparkops import api
 
-    res = api.stack(facts, _opts(python, True, [Path.cwd()], True, None, container), api.knowledge(matrix),
+    res = api.stack(facts, _opts(python, True, [Path.cwd()], True, None, container, engine), api.knowledge(matrix),
                     container=container)
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
@@ -263,6 +276,7 @@ def triage_gpu(
     python: PythonOpt = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="Triage a recorded snapshot.")] = None,
     container: ContainerOpt = None,
+    engine: EngineOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> int:
     """Torch sees no GPU? Runtime flags, CUDA_VISIBLE_DEVICES, /dev/nvidia*, a wedged context, then
@@ -272,7 +286,8 @@ def triage_gpu(
         _prestart(python, False, container)
     from sparkops import api
 
-    res = api.triage_gpu(facts, _opts(python, False, [Path.cwd()], True, None, container), container=container)
+    res = api.triage_gpu(facts, _opts(python, False, [Path.cwd()], True, None, container, engine),
+                         container=container)
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
     else:

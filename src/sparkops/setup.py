@@ -128,54 +128,98 @@ def resolve_alias(image: str, matrix: StackMatrix) -> str:
     return {"ngc": matrix.base_image, "unsloth": matrix.unsloth_image}.get(image, image)
 
 
-def _docker_failure(what: str, res: Any) -> SetupError:
+def _docker_failure(what: str, res: Any, engine_name: str = "docker") -> SetupError:
+    from sparkops.probes import engine
     from sparkops.probes._run import RunResult
 
     assert isinstance(res, RunResult)
     if res.error == "not_found":
-        return SetupError("docker CLI not found on PATH: install Docker (DGX OS ships it) or use "
-                          "`spark-ops setup bare-pip`")
+        return SetupError(_no_cli(engine_name))
     if res.error == "timeout":
-        return SetupError(f"`{what}` did not answer within {res.duration_s:.0f} s and was killed: the Docker "
+        return SetupError(f"`{what}` did not answer within {res.duration_s:.0f} s and was killed: the {engine_name} "
                           "engine looks hung (try `sudo systemctl restart docker`)")
     text = (res.stderr + "\n" + res.stdout).strip()
-    if _NO_ENGINE in text:
-        return SetupError("the Docker engine is not running (\"Cannot connect to the Docker daemon\"): start it "
-                          "with `sudo systemctl start docker`; if it runs, add yourself to the docker group")
-    if "permission denied while trying to connect to the Docker daemon" in text:
-        return SetupError("no permission to reach the Docker engine: `sudo usermod -aG docker $USER`, then log "
-                          "in again (or run `newgrp docker`)")
+    kind = engine.problem(engine_name, text)
+    if kind in ("no_engine", "no_permission"):
+        return SetupError(engine.advice(engine_name, kind))
     tail = text.splitlines()[-1][:300] if text else f"exit {res.returncode}"
-    hint = " (not pulled yet? add --pull)" if what.startswith("docker inspect") else ""
+    hint = " (not pulled yet? add --pull)" if " inspect " in what and kind == "no_image" else ""
     return SetupError(f"`{what}` failed: {tail}{hint}")
+
+
+def _no_cli(engine_name: str) -> str:
+    return (f"{engine_name} CLI not found on PATH: install Docker (DGX OS ships it) or podman (then --engine "
+            "podman), or use `spark-ops setup bare-pip`")
+
+
+_PULLED_DIGEST_RE = re.compile(r"^Digest: (sha256:[0-9a-f]{64})\s*$", re.M)
+
+
+def repo_digests(inspect_text: str, image: str) -> tuple[list[str], list[str]]:
+    """(the ``repo@sha256:...`` of ``image``'s own repository, those of other repositories) in
+    ``docker image inspect --format INSPECT_FORMAT`` output. An image carries one digest per name
+    it was pulled or pushed under, and podman lists every name with every manifest digest the image
+    has (a locally built manifest included, which no registry serves): index 0 is not the answer."""
+    from sparkops.probes.engine import full_repo
+    from sparkops.probes.target_env import _REPO_DIGEST_RE, image_repo
+
+    repo = full_repo(image_repo(image))
+    mine: list[str] = []
+    others: list[str] = []
+    for token in inspect_text.split():
+        if _REPO_DIGEST_RE.match(token):
+            (mine if full_repo(image_repo(token)) == repo else others).append(token)
+    return mine, others
 
 
 def pin(image: str, *, pull: bool = False, env: Mapping[str, str] | None = None, lock: Path | None = None,
         timeout: float = INSPECT_TIMEOUT_S, pull_timeout: float = PULL_TIMEOUT_S,
-        matrix: StackMatrix | None = None) -> dict[str, Any]:
-    """Resolve ``image`` to ``repo@sha256:...`` through the docker CLI and record it in the lock file.
-    Raises :class:`SetupError` (no docker, no engine, a hang, no digest)."""
+        matrix: StackMatrix | None = None, engine_name: str | None = None) -> dict[str, Any]:
+    """Resolve ``image`` to ``repo@sha256:...`` through the docker (or podman) CLI and record it in the
+    lock file: the digest the registry serves for THAT repository (the pull's ``Digest:`` line when
+    the engine prints one; else the image's digests for that repository, each confirmed by a pull by
+    digest when there are several). Raises :class:`SetupError` (no CLI, no engine, a hang, no digest)."""
+    from sparkops.probes import engine
     from sparkops.probes._run import run, which
+    from sparkops.probes.target_env import INSPECT_FORMAT, image_repo
 
     image = resolve_alias(image, matrix or _matrix())
     env = dict(env) if env is not None else dict(os.environ)
-    if which("docker", env) is None:
-        raise SetupError("docker CLI not found on PATH: install Docker (DGX OS ships it) or use "
-                         "`spark-ops setup bare-pip`")
+    eng, _why = engine.choose(engine_name, env)
+    if which(eng, env) is None:
+        raise SetupError(_no_cli(eng))
+    served: str | None = None
     if pull:
-        res = run(["docker", "pull", image], timeout=pull_timeout, env=env)
+        res = run([eng, "pull", image], timeout=pull_timeout, env=env)
         if not res.ok:
-            raise _docker_failure(f"docker pull {image}", res)
-    res = run(["docker", "inspect", "--format", "{{index .RepoDigests 0}}", image], timeout=timeout, env=env)
+            raise _docker_failure(f"{eng} pull {image}", res, eng)
+        m = _PULLED_DIGEST_RE.search(res.stdout)
+        served = m.group(1) if m else None  # Docker Engine prints it; podman (CLI or API) does not
+    res = run([eng, "image", "inspect", "--format", INSPECT_FORMAT, image], timeout=timeout, env=env)
     if not res.ok:
-        raise _docker_failure(f"docker inspect {image}", res)
-    ref = res.stdout.strip()
+        raise _docker_failure(f"{eng} image inspect {image}", res, eng)
+    mine, others = repo_digests(res.stdout, image)
+    if served:
+        ref = next((d for d in mine if d.endswith("@" + served)), f"{image_repo(image)}@{served}")
+    elif len(mine) == 1:
+        ref = mine[0]
+    elif mine:
+        confirmed = [d for d in mine
+                     if run([eng, "pull", d], timeout=pull_timeout, env=env).ok]
+        if len(confirmed) != 1:
+            raise SetupError(f"{image} carries {len(mine)} digests for its repository and the registry "
+                             f"{'serves none' if not confirmed else 'serves ' + str(len(confirmed))} of them "
+                             f"({', '.join(mine)}): pull it again with --pull, or pin one explicitly")
+        ref = confirmed[0]
+    else:
+        also = f"; it carries digests only for other repositories ({', '.join(others[:3])})" if others else ""
+        raise SetupError(f"{eng} reported no registry digest of {image_repo(image)} for {image}{also}: a locally "
+                         "built or retagged image has none; pull it from its registry first (--pull)")
     if not DIGEST_RE.match(ref):
-        raise SetupError(f"docker reported no registry digest for {image} (got {ref[:200]!r}): a locally built "
-                         "image has none; pull it from its registry first (--pull)")
+        raise SetupError(f"{eng} reported no usable digest for {image} (got {ref[:200]!r})")
     path = lock or lock_path()
     write_lock_entry(path, image, ref)
-    return {"image": normalize_image(image), "ref": ref, "lock": str(path), "pulled": pull}
+    return {"image": normalize_image(image), "ref": ref, "lock": str(path), "pulled": pull, "engine": eng}
 
 
 # ---------------------------------------------------------------- 2. docker run
@@ -216,29 +260,40 @@ def run_ref(image: str, lock: Path | None = None, matrix: StackMatrix | None = N
 
 
 def docker_run(image: str = "ngc", mount: Path | None = None, cmd: list[str] | None = None, *,
-               lock: Path | None = None, matrix: StackMatrix | None = None) -> DockerRun:
+               lock: Path | None = None, matrix: StackMatrix | None = None, engine_name: str = "docker",
+               tty: bool = True, rm: bool = True, name: str | None = None, ulimits: bool = True) -> DockerRun:
+    """The invocation for ``image`` on ``engine_name``; ``tty=False`` drops ``-t`` (stdin is not a
+    terminal), ``rm=False`` with ``name`` runs a container removed by name afterwards (podman's
+    Docker API loses a ``--rm`` container's exit status)."""
+    from sparkops.probes import engine
+
     matrix = matrix or _matrix()
     resolved, ref, pinned = run_ref(image, lock, matrix)
     src = (mount or Path.cwd()).expanduser().resolve()
     target = f"/workspace/{src.name or 'host'}"
     unsloth = _is_unsloth(resolved, matrix)
+    gpu = engine.gpu_flags(engine_name)
     whys: list[tuple[str, str]] = [
-        ("--runtime=nvidia --gpus all", "exposes the GPU to the container; without it torch sees no GPU"),
-        ("-it", "interactive terminal"),
-        ("--rm", "deletes the container on exit: everything not in the mount is lost"),
+        (" ".join(gpu), engine.gpu_flags_why(engine_name)),
+        ("-it" if tty else "-i", "interactive terminal" if tty else "stdin kept open (no terminal here, so no -t)"),
+        ("--rm", "deletes the container on exit: everything not in the mount is lost") if rm else
+        (f"--name {name}", "removed by name on exit (podman's Docker API loses the exit status of --rm): "
+                           "everything not in the mount is lost"),
         ("--ipc=host", "host shared memory, so DataLoader workers do not starve in the 64 MB default /dev/shm"),
-        ("--ulimit memlock=-1", "unlimited pinned memory for CUDA/NCCL host buffers"),
-        ("--ulimit stack=67108864", "64 MiB stack, as NVIDIA recommends for its PyTorch containers"),
     ]
-    argv = ["docker", "run", "--runtime=nvidia", "--gpus", "all", "-it", "--rm", "--ipc=host",
-            "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-    if unsloth:
-        argv.append("--shm-size=32GB")
-        whys.append(("--shm-size=32GB", "the Unsloth image is run with a 32 GB /dev/shm"))
+    if ulimits:
+        whys += [("--ulimit memlock=-1", "unlimited pinned memory for CUDA/NCCL host buffers"),
+                 ("--ulimit stack=67108864", "64 MiB stack, as NVIDIA recommends for its PyTorch containers")]
+    argv = [engine_name, "run", *gpu, "-it" if tty else "-i", *(["--rm"] if rm else ["--name", name or ""]),
+            "--ipc=host", *(["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"] if ulimits else [])]
+    notes: list[str] = [] if ulimits else [
+        "--no-ulimits: the engine's default memlock and stack limits apply (pinned-memory transfers may be slower)"]
+    if unsloth:  # its docs add --shm-size=32GB; beside --ipc=host it is moot, and podman refuses the pair
+        notes.append("Unsloth's own invocation adds --shm-size=32GB: --ipc=host already shares the host's /dev/shm "
+                     "(Docker ignores a size beside it; podman refuses the pair), so it is left out")
     argv += ["-v", f"{src}:{target}", ref, *(cmd or [])]
     whys.append((f"-v {src}:{target}",
                  "keeps checkpoints, logs and data outside the throwaway container layer"))
-    notes: list[str] = []
     if pinned and ref != resolved:
         notes.append(f"{resolved} is pinned in {LOCK_NAME}: running {ref}")
     elif not pinned:
@@ -248,7 +303,7 @@ def docker_run(image: str = "ngc", mount: Path | None = None, cmd: list[str] | N
         else:
             notes.append(f"not pinned: `spark-ops setup pin {resolved}` records its digest for reproducible runs")
     if not src.is_dir():
-        notes.append(f"{src} does not exist: docker would create it owned by root; mkdir it first")
+        notes.append(f"{src} does not exist: {engine_name} would create it owned by root; mkdir it first")
     return DockerRun(argv, resolved, ref, pinned, whys, notes)
 
 
@@ -448,6 +503,64 @@ def execute_bare_pip(python: str | None = None, *, uv: bool = False, env: Mappin
 
 # ---------------------------------------------------------------- CLI
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="docker (Docker Engine, or podman's Docker API "
+                      "behind it) | podman. Default: the first on PATH.", show_default=False)]
+
+
+def _exec_prepare(image: str, mount: Path | None, cmd: list[str] | None, eng: str,
+                  env: Mapping[str, str] | None = None, ulimits: bool = True) -> DockerRun:
+    """The invocation ``--exec`` runs: the engine must answer first (no CLI, no engine, no
+    permission, a hang: :class:`SetupError`, exit 3, before anything starts); ``-t`` only with a
+    terminal; behind podman's Docker API, a named container removed afterwards instead of ``--rm``."""
+    import secrets
+
+    from sparkops.probes import engine
+    from sparkops.probes._run import run, which
+
+    env = dict(env) if env is not None else dict(os.environ)
+    if which(eng, env) is None:
+        raise SetupError(_no_cli(eng))
+    res = run([eng, "version", "--format", "{{json .Server}}"], timeout=INSPECT_TIMEOUT_S, env=env)
+    if not res.ok:
+        raise _docker_failure(f"{eng} version", res, eng)
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    behind = eng == "docker" and engine.podman_behind(res.stdout)
+    name = f"spark-ops-run-{os.getpid()}-{secrets.token_hex(3)}" if behind else None
+    dr = docker_run(image, mount, cmd, engine_name=eng, tty=tty, rm=not behind, name=name, ulimits=ulimits)
+    if behind:
+        dr.notes.append("podman serves this Docker API: run without --rm (it would lose the exit status), the "
+                        f"container {name} is removed when it exits")
+    if not tty:
+        dr.notes.append("stdin/stdout is not a terminal: -i without -t")
+    return dr
+
+
+def _exec_container(dr: DockerRun) -> int:
+    """Run ``dr``; its exit status is ours (128+N when it died on signal N). With ``--rm`` the tool
+    replaces itself with the CLI; else it waits (Ctrl-C goes to the container) and removes the
+    named container afterwards."""
+    import signal
+    import subprocess
+
+    from sparkops.probes._run import run, which
+
+    exe = which(dr.argv[0])
+    if exe is None:
+        raise SetupError(_no_cli(dr.argv[0]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if "--rm" in dr.argv:
+        os.execvp(exe, dr.argv)  # noqa: S606 - interactive: the container takes over this terminal
+        return EXIT_TOOL_ERROR  # not reached (execvp raises OSError on failure -> exit 3 in main)
+    name = dr.argv[dr.argv.index("--name") + 1]
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the CLI in the foreground gets it
+    try:
+        proc = subprocess.Popen([exe, *dr.argv[1:]])  # noqa: S603
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+        run([exe, "rm", "-f", name], timeout=INSPECT_TIMEOUT_S)
+    return 128 - rc if rc < 0 else rc
 
 
 def _emit_json(obj: Any) -> None:
@@ -499,36 +612,43 @@ def register(app: typer.Typer) -> None:
         image: Annotated[str, typer.Option("--image", help="ngc | unsloth | any IMAGE[:TAG]")] = "ngc",
         mount: Annotated[Path | None, typer.Option("--mount", help="Host directory to mount (default: the "
                          "working directory) at /workspace/<name>.", show_default=False)] = None,
-        do_exec: Annotated[bool, typer.Option("--exec", help="Run it now (hands the terminal to docker).")] = False,
+        do_exec: Annotated[bool, typer.Option("--exec", help="Run it now (hands the terminal to the container); "
+                           "exits with the container's exit status.")] = False,
+        engine_opt: EngineOpt = None,
+        no_ulimits: Annotated[bool, typer.Option("--no-ulimits", help="Leave out --ulimit memlock/stack: an engine "
+                              "that may not raise limits (rootless podman, a sandbox without CAP_SYS_RESOURCE) "
+                              "refuses to start the container with them.")] = False,
         as_json: JsonOpt = False,
     ) -> int:
         """The exact `docker run` for the image, each flag with its reason; pinned digest when locked."""
+        from sparkops.probes import engine
+
         try:
-            dr = docker_run(image, mount, cmd)
-        except SetupError as exc:
+            eng, _why = engine.choose(engine_opt, os.environ)
+            if not do_exec:
+                dr = docker_run(image, mount, cmd, engine_name=eng, ulimits=not no_ulimits)
+            else:
+                dr = _exec_prepare(image, mount, cmd, eng, ulimits=not no_ulimits)
+        except (SetupError, ValueError) as exc:
             return _fail(str(exc), as_json)
         if as_json:
             _emit_json({"argv": dr.argv, "command": dr.shell(), "image": dr.image, "ref": dr.ref,
                         "pinned": dr.pinned, "why": [{"flag": f, "why": w} for f, w in dr.whys],
-                        "notes": dr.notes, "exec": do_exec})
+                        "notes": dr.notes, "exec": do_exec, "engine": eng})
         else:
-            typer.echo(dr.shell())
-            typer.echo("")
+            out = typer.echo if not do_exec else (lambda m: typer.echo(m, err=True))  # stdout is the container's
+            out(dr.shell())
+            out("")
             for flag, why in dr.whys:
-                typer.echo(f"  {flag:<28} {why}")
+                out(f"  {flag:<28} {why}")
             for n in dr.notes:
-                typer.echo(f"note: {n}")
+                out(f"note: {n}")
         if not do_exec:
             return EXIT_OK
-        from sparkops.probes._run import which
-
-        exe = which("docker")
-        if exe is None:
-            return _fail("docker CLI not found on PATH", as_json)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execvp(exe, dr.argv)  # noqa: S606 - interactive: the container takes over this terminal
-        return EXIT_TOOL_ERROR  # not reached (execvp raises OSError on failure -> exit 3 in main)
+        try:
+            return _exec_container(dr)
+        except SetupError as exc:
+            return _fail(str(exc), False)
 
     @setup_app.command("pin")
     def pin_cmd(
@@ -536,12 +656,13 @@ def register(app: typer.Typer) -> None:
         pull: Annotated[bool, typer.Option("--pull", help="docker pull IMAGE first.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds for docker inspect.")] = INSPECT_TIMEOUT_S,
         pull_timeout: Annotated[float, typer.Option("--pull-timeout", help="Seconds for docker pull.")] = PULL_TIMEOUT_S,
+        engine_opt: EngineOpt = None,
         as_json: JsonOpt = False,
     ) -> int:
         """Resolve a (moving) tag to repo@sha256:... and record it in .spark-ops.lock.json."""
         try:
-            res = pin(image, pull=pull, timeout=timeout, pull_timeout=pull_timeout)
-        except SetupError as exc:
+            res = pin(image, pull=pull, timeout=timeout, pull_timeout=pull_timeout, engine_name=engine_opt)
+        except (SetupError, ValueError) as exc:
             return _fail(str(exc), as_json)
         if as_json:
             _emit_json(res)

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Measure even while other GPU jobs run or free memory "
                          "is short (the figure may then read low, and their runs may slow).")] = False,
         container: Annotated[str | None, typer.Option("--container", help="Measure inside this image (ngc | "
-                             "unsloth | IMAGE[:TAG]) with `docker run --rm --gpus all`; --python then names the "
+                             "unsloth | IMAGE[:TAG]) with `docker run --gpus all`; --python then names the "
                              "interpreter inside it.", show_default=False)] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> int:

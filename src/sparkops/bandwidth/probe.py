@@ -237,8 +237,9 @@ def _in_container(ref: str, python: str | None, env: Mapping[str, str], config: 
         return _failed("error", f"cannot read the measure script {SCRIPT}: {exc}", python=label, container_ref=ref)
     name = target_launch.container_name("bandwidth")
     res = _run.run(container_argv(ref, python, name, config), timeout=timeout_s, env=env, stdin_text=script)
-    if res.error in ("timeout", "signal"):  # killing the docker CLI leaves its container running
-        _run.run(("docker", "rm", "-f", name), timeout=20.0, env=env)
+    # no --rm (podman's Docker API loses the exit status with it), and killing the docker CLI leaves
+    # its container running: removed by name in every case
+    _run.run(("docker", "rm", "-f", name), timeout=20.0, env=env)
     if res.error == "not_found" or (res.returncode in _DOCKER_OWN_EXIT and parse_result(res.stdout)[0] is None):
         why, detail = target_env.docker_problem(res, ref, f"docker run {ref}")
         return _with_assessment(_failed("docker", f"container {ref}: {detail}", why, python=label, container_ref=ref,

@@ -274,10 +274,11 @@ class TargetEnvFacts(_Model):
     extensions: list[ExtensionNeeds] | Unavailable = NOT_COLLECTED
     extensions_truncated: bool = False
     live: TorchLive | Unavailable = NOT_COLLECTED  # not_collected in --quick
-    # --container IMAGE: the probe ran inside this image (docker run --rm), not on the host
+    # --container IMAGE: the probe ran inside this image (docker run, removed by name), not on the host
     container_image: str | None = None  # as asked, alias resolved (unsloth/unsloth:dgxspark-latest)
     container_ref: str | None = None  # what ran: the lock file's repo@sha256:... when pinned, else the tag
     container_digest: str | Unavailable | None = None  # repo@sha256:... of the image used, else its Id
+    container_engine: str | None = None  # the CLI that ran it: docker (Docker Engine or podman's API) | podman
 
 
 # --------------------------------------------------------------------------- G10 configs

@@ -40,6 +40,7 @@ class CollectOptions:
     # inside it (default: python3, else python, on the image's PATH)
     container_image: str = ""  # as asked, alias resolved
     container_ref: str = ""  # what runs: the lock file's repo@sha256:... when pinned, else the tag
+    container_engine: str = ""  # docker | podman; "" = the first on PATH (sparkops.probes.engine.choose)
     # G5: after the probes, measure device memory bandwidth in the target (sparkops.bandwidth; opt-in, intrusive)
     measure_bandwidth: bool = False
 

@@ -19,14 +19,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from sparkops.facts.model import ExtensionNeeds, PythonEnvFacts, TargetEnvFacts, TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, missing
-from sparkops.probes import _run, elf, target_launch
+from sparkops.probes import _run, elf, engine, target_launch
 from sparkops.probes._target_script import RESULT_MARKER, STAGE_MARKER
 
 SECTION = "target"
@@ -85,7 +85,8 @@ def collect(opts: Any) -> TargetEnvFacts:
     ref = opts.container_ref
     if ref:
         return inspect_container(opts.container_image or ref, ref, opts.python, opts.env,
-                                 depth=opts.depth, limits=ContainerLimits.from_kb().within(budget))
+                                 depth=opts.depth, limits=ContainerLimits.from_kb().within(budget),
+                                 engine_name=getattr(opts, "container_engine", "") or None)
     return inspect_target(opts.python, opts.env, depth=opts.depth, limits=Limits.from_kb().within(budget))
 
 
@@ -177,28 +178,44 @@ def parse_image_inspect(text: str, ref: str) -> tuple[str | None, str | None]:
     digests = [t for t in tokens if _REPO_DIGEST_RE.match(t)]
     if "@sha256:" in ref and ref in digests:
         return image_id, ref
-    repo = image_repo(ref)
-    same = [d for d in digests if image_repo(d) == repo or image_repo(d).endswith("/" + repo)]
+    repo = engine.full_repo(image_repo(ref))
+    same = [d for d in digests if engine.full_repo(image_repo(d)) == repo]
     return image_id, (same or digests or [image_id])[0]
 
 
-def docker_problem(res: _run.RunResult, ref: str, what: str) -> tuple[Why, str]:
-    """Why a docker call failed, in words a user can act on."""
+def docker_problem(res: _run.RunResult, ref: str, what: str, engine_name: str = "docker") -> tuple[Why, str]:
+    """Why a docker (or podman) call failed, in words a user can act on."""
     if res.error == "not_found":
-        return Why.not_found, "docker CLI not found on PATH: install Docker, or drop --container to judge the host"
+        return Why.not_found, (f"{engine_name} CLI not found on PATH: install Docker (or podman, with "
+                               "--engine podman), or drop --container to judge the host")
     if res.error == "timeout":
-        return Why.timeout, (f"`{what}` did not answer within {res.duration_s:.0f} s (killed): the Docker "
+        return Why.timeout, (f"`{what}` did not answer within {res.duration_s:.0f} s (killed): the {engine_name} "
                              "engine looks hung (`sudo systemctl restart docker`)")
     text = f"{res.stderr}\n{res.stdout}".strip()
-    if "Cannot connect to the Docker daemon" in text:
-        return Why.error, "the Docker engine is not running: `sudo systemctl start docker`"
-    if "permission denied while trying to connect to the Docker daemon" in text:
-        return Why.no_permission, "no permission to reach the Docker engine: `sudo usermod -aG docker $USER`, log in again"
-    if re.search(r"No such (image|object)|Unable to find image", text):
-        return Why.not_found, (f"image {ref} is not present locally: `docker pull {ref}` "
+    kind = engine.problem(engine_name, text)
+    if kind == "no_engine":
+        return Why.error, engine.advice(engine_name, kind)
+    if kind == "no_permission":
+        return Why.no_permission, engine.advice(engine_name, kind)
+    if kind == "no_gpu_runtime":
+        return Why.error, engine.advice(engine_name, kind) + f" [{_tail(text)}]"
+    if kind == "no_image":
+        return Why.not_found, (f"image {ref} is not present locally: `{engine_name} pull {ref}` "
                                f"(or `spark-ops setup pin {ref} --pull`) first")
-    tail = text.splitlines()[-1][:300] if text else f"exit {res.returncode}"
-    return Why.error, f"`{what}` failed: {tail}"
+    return Why.error, f"`{what}` failed: {_tail(text) or f'exit {res.returncode}'}"
+
+
+def _tail(text: str) -> str:
+    return text.strip().splitlines()[-1][:300] if text.strip() else ""
+
+
+def container_exit(res: _run.RunResult) -> _run.RunResult:
+    """The probe container's outcome as the child's: the CLI exits 128+N when the process in the
+    container died on signal N (a segfault: 139; ``docker kill``: 137) and printed no result."""
+    rc = res.returncode
+    if res.error == "nonzero_exit" and rc is not None and 128 < rc < 128 + 65 and parse_result(res.stdout)[0] is None:
+        return replace(res, error="signal", signal=rc - 128)
+    return res
 
 
 def inspect_container(
@@ -208,24 +225,27 @@ def inspect_container(
     env: Mapping[str, str],
     depth: str = "full",
     limits: ContainerLimits | None = None,
+    engine_name: str | None = None,
 ) -> TargetEnvFacts:
-    """The target probe run inside ``ref`` (``docker run --rm``, script on stdin), bounded; the
-    digest of the image actually used comes from ``docker image inspect``. No docker, no engine,
-    a missing image or a hang leave the section Unavailable with the reason, never an error."""
+    """The target probe run inside ``ref`` (``docker run``, script on stdin, the container removed by
+    name afterwards), bounded; the digest of the image actually used comes from ``docker image
+    inspect``. No docker, no engine, a missing image, no GPU runtime, a hang or a killed container
+    leave the section (or its live part) Unavailable with the reason, never an error."""
     limits = limits or ContainerLimits.from_kb()
+    eng, eng_why = engine.choose(engine_name, env)
     base: dict[str, Any] = {"container_image": image, "container_ref": ref, "python": python or "python3",
-                            "chosen_because": f"inside the container {ref}"}
+                            "chosen_because": f"inside the container {ref}", "container_engine": eng}
 
     def failed(why: Why, detail: str, digest: str | Unavailable | None = None) -> TargetEnvFacts:
         facts = unavailable(why, f"container {ref}: {detail}")
         return facts.model_copy(update={**base, "container_digest": digest or missing(why, detail)})
 
-    res = _run.run(("docker", "image", "inspect", "--format", INSPECT_FORMAT, ref),
+    res = _run.run((eng, "image", "inspect", "--format", INSPECT_FORMAT, ref),
                    timeout=limits.inspect_timeout_s, env=env)
     if not res.ok:
-        return failed(*docker_problem(res, ref, f"docker image inspect {ref}"))
+        return failed(*docker_problem(res, ref, f"{eng} image inspect {ref}", eng))
     _image_id, found = parse_image_inspect(res.stdout, ref)
-    digest: str | Unavailable = found or missing(Why.error, f"docker image inspect printed no Id: {res.stdout[:120]!r}")
+    digest: str | Unavailable = found or missing(Why.error, f"{eng} image inspect printed no Id: {res.stdout[:120]!r}")
     try:
         script = SCRIPT.read_text(encoding="utf-8")
     except OSError as exc:
@@ -233,45 +253,60 @@ def inspect_container(
 
     def start(mode: str) -> tuple[str, _run.Pending]:
         name = target_launch.container_name(mode)
-        return name, _run.spawn(target_launch.container_argv(ref, mode, python, name), env=env, stdin_text=script)
+        return name, _run.spawn(target_launch.container_argv(ref, mode, python, name, eng), env=env,
+                                stdin_text=script)
 
     live_run = start("live") if depth == "full" else None  # the slow one first
     quick_name, quick_pending = start("quick")
     quick = quick_pending.result(limits.quick_timeout_s)
-    _remove_if_stuck(quick, quick_name, env, limits)
+    _remove(quick_name, env, limits, eng)
+    quick = container_exit(quick)
     payload, problem = parse_result(quick.stdout)
     if payload is None or payload.get("mode") != "quick" or "error" in payload:
         if live_run is not None:
             live_run[1].kill()
-            _remove_if_stuck(live_run[1].result(0), live_run[0], env, limits)
+            live_run[1].result(0)
+            _remove(live_run[0], env, limits, eng)
         if quick.error == "timeout":
             return failed(Why.timeout, f"the probe container did not finish within {limits.quick_timeout_s:g} s "
                                        "(killed and removed)", digest)
-        why, detail = (docker_problem(quick, ref, f"docker run {ref}") if quick.returncode in _DOCKER_OWN_EXIT
-                       else (Why.error, _describe_failure(quick, problem or str((payload or {}).get("error", "")))))
+        text = f"{quick.stderr}\n{quick.stdout}"
+        if quick.returncode in _DOCKER_OWN_EXIT or engine.problem(eng, text):
+            why, detail = docker_problem(quick, ref, f"{eng} run {ref}", eng)
+            if "no python3 or python on the image PATH" in text:
+                why, detail = Why.not_found, ("no python3 or python on the image PATH: the image has no Python "
+                                              "(name one with --python PATH-INSIDE-THE-IMAGE)")
+        elif quick.error == "signal":
+            why, detail = Why.error, (f"the probe container died on signal {quick.signal} ({_signal_name(quick.signal)})"
+                                      " before it reported: killed from outside, or the image's python crashed")
+        else:
+            why, detail = Why.error, _describe_failure(quick, problem or str((payload or {}).get("error", "")))
         return failed(why, detail, digest)
     facts = facts_from_quick(payload, Limits(0, 0, 0, 0), scan=False)
     facts = facts.model_copy(update={**base, "container_digest": digest,
                                      "python": _str(payload.get("executable")) or base["python"]})
+    if eng_why == "--engine" or eng != "docker":
+        facts = facts.model_copy(update={"chosen_because": f"inside the container {ref} ({eng}, {eng_why})"})
     if live_run is None:
         return facts
     name, pending = live_run
     lres = pending.result(limits.live_timeout_s)
-    _remove_if_stuck(lres, name, env, limits)
+    _remove(name, env, limits, eng)
+    lres = container_exit(lres)
     live: TorchLive | Unavailable
     if lres.error == "timeout" and not last_stage(lres.stdout):
         live = missing(Why.timeout, f"the probe container never reached the script within {limits.live_timeout_s:g} s")
     elif lres.returncode in _DOCKER_OWN_EXIT and parse_result(lres.stdout)[0] is None:
-        live = missing(*docker_problem(lres, ref, f"docker run {ref}"))
+        live = missing(*docker_problem(lres, ref, f"{eng} run {ref}", eng))
     else:
         live = live_from_result(lres, limits.live_timeout_s)
     return facts.model_copy(update={"live": live})
 
 
-def _remove_if_stuck(res: _run.RunResult, name: str, env: Mapping[str, str], limits: ContainerLimits) -> None:
-    """Killing the docker CLI leaves its container running: remove it by name (bounded)."""
-    if res.error in ("timeout", "signal"):
-        _run.run(("docker", "rm", "-f", name), timeout=limits.inspect_timeout_s, env=env)
+def _remove(name: str, env: Mapping[str, str], limits: ContainerLimits, eng: str = "docker") -> None:
+    """Remove the probe container by name (bounded): it runs without ``--rm``, and killing the CLI at
+    a timeout does not stop it either. Never raises; a container already gone is fine."""
+    _run.run((eng, "rm", "-f", name), timeout=limits.inspect_timeout_s, env=env)
 
 
 # --------------------------------------------------------------------------- quick depth

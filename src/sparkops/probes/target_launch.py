@@ -18,7 +18,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from sparkops.probes import _run
+from sparkops.probes import _run, engine
 
 SCRIPT = Path(__file__).with_name("_target_script.py")
 
@@ -70,11 +70,13 @@ def container_name(mode: str) -> str:
     return f"spark-ops-probe-{os.getpid()}-{mode}-{secrets.token_hex(3)}"
 
 
-def container_argv(ref: str, mode: str, python: str | None, name: str) -> tuple[str, ...]:
-    """``docker run`` of the probe script (fed on stdin) in ``ref``: the GPU flags the spec's
-    invocation uses, ``--pull never`` (a missing image is said, not pulled for minutes), no network."""
-    head = ("docker", "run", "--rm", "-i", "--name", name, "--pull", "never", "--network", "none",
-            "--runtime=nvidia", "--gpus", "all", "--ipc=host")
+def container_argv(ref: str, mode: str, python: str | None, name: str, engine_name: str = "docker") -> tuple[str, ...]:
+    """``docker run`` (or ``podman run``) of the probe script (fed on stdin) in ``ref``: the GPU flags
+    the spec's invocation uses, ``--pull never`` (a missing image is said, not pulled for minutes), no
+    network. No ``--rm``: podman's Docker API then loses the exit status (a segfault reads as exit
+    0); the caller removes the container by ``name`` instead."""
+    head = (engine_name, "run", "-i", "--name", name, "--pull", "never", "--network", "none",
+            *engine.gpu_flags(engine_name), "--ipc=host")
     args = ("quick", json.dumps(list(INTEREST))) if mode == "quick" else ("live",)
     if python:
         return (*head, "--entrypoint", python, ref, "-", *args)
