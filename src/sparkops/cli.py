@@ -102,9 +102,12 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
 def _prestart(python: Path | None, quick: bool, container: str | None = None) -> None:
     """Start the target interpreter's children and NVML's init now, before the heavy imports
     (with --container the target runs in the image, started by its probe)."""
+    from sparkops.probes import prefetch
     from sparkops.probes.early import warm_nvml
     from sparkops.probes.target_launch import prestart
 
+    if prefetch.waiting():  # the front door's child collects and started these itself
+        return
     env = dict(os.environ)
     if container is None:
         prestart(str(python) if python else None, env, "quick" if quick else "full")

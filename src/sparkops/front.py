@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from sparkops import __version__
@@ -49,8 +48,9 @@ COMMANDS: tuple[tuple[str, str | None, str], ...] = (
 
 LAZY: dict[str, str] = {name: module for name, module, _help in COMMANDS if module}
 
-SCHEMA_DIR = Path(__file__).with_name("report") / "schema"
-KNOWLEDGE_DIR = Path(__file__).with_name("knowledge")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA_DIR = os.path.join(HERE, "report", "schema")
+KNOWLEDGE_DIR = os.path.join(HERE, "knowledge")
 FAST_OFF_ENV = "SPARKOPS_NO_FAST"  # set to 1: every command goes through typer (tests compare both)
 
 
@@ -83,7 +83,8 @@ def _read_yaml(name: str) -> object:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # as sparkops.knowledge reads it
-    return yaml.load((KNOWLEDGE_DIR / name).read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+    with open(os.path.join(KNOWLEDGE_DIR, name), encoding="utf-8") as f:
+        return yaml.load(f.read(), Loader=loader)  # noqa: S506
 
 
 def gotcha_id(text: str) -> str:
@@ -112,10 +113,25 @@ def explain_text(gid: str) -> str | None:
 
 def schema_text(name: str) -> str | None:
     """The checked-in JSON Schema of an output (None when unknown or not installed)."""
-    path = SCHEMA_DIR / f"{name}.schema.json"
-    if not name.isidentifier() or not path.is_file():
+    path = os.path.join(SCHEMA_DIR, f"{name}.schema.json")
+    if not name.isidentifier() or not os.path.isfile(path):
         return None
-    return path.read_text(encoding="utf-8")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def columns() -> int:
+    """The terminal's width as click reads it (shutil.get_terminal_size's rule, without shutil)."""
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    if cols <= 0:
+        try:
+            cols = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            cols = 0
+    return cols or 80
 
 
 def fast_answer(argv: list[str], prog: str | None = None) -> str | None:
@@ -123,9 +139,7 @@ def fast_answer(argv: list[str], prog: str | None = None) -> str | None:
     if os.environ.get(FAST_OFF_ENV, "").strip() not in ("", "0"):
         return None
     if argv == ["--help"]:
-        import shutil
-
-        if shutil.get_terminal_size().columns < 80:
+        if columns() < 80:
             return None  # click wraps differently below 80 columns
         return help_text(prog or program_name())
     if argv == ["version"]:
@@ -149,6 +163,8 @@ def peek(argv: list[str]) -> tuple[str, dict] | None:
     (the CLI's own parse decides, and a child that collected other options is not used)."""
     if not argv:
         return None
+    from pathlib import Path  # collecting commands load it anyway
+
     cmd, rest = argv[0], argv[1:]
     spec: dict = {"quick": cmd == "stack", "python": None, "config": [], "offline": False, "budget": None}
     if cmd == "triage":

@@ -81,6 +81,12 @@ def start(spec: Mapping[str, Any], env: Mapping[str, str] | None = None) -> bool
         return True
 
 
+def waiting() -> bool:
+    """Whether a collecting child was started and not yet taken."""
+    with _lock:
+        return _pending is not None
+
+
 def _first_line(pending: _run.Pending, timeout_s: float) -> str | None:
     """The child's first line (the options it collects with), as soon as it is written."""
     deadline = time.monotonic() + timeout_s
