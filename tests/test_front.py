@@ -185,3 +185,22 @@ def test_a_broken_child_means_collecting_here(tmp_path, monkeypatch):
     monkeypatch.setattr(prefetch.sys, "executable", str(Path(sys.executable).with_name("no-such-python")))
     assert prefetch.start({"quick": True}) is False
     assert prefetch.take(prefetch.cli_options(quick=True)) is None
+
+
+def test_prefetch_off_starts_the_children_here(monkeypatch, tmp_path):
+    from sparkops.probes import target_launch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(front.PREFETCH_OFF_ENV, "1")
+    monkeypatch.setenv("SPARKOPS_NO_NVML", "1")
+    try:
+        front.prestart(["preflight", "--quick", "--python", sys.executable])
+        assert not prefetch.waiting()
+        assert [k for k in target_launch._started if k[0][0] == sys.executable and k[0][2] == "quick"]
+    finally:
+        target_launch._kill_leftovers()
+    monkeypatch.delenv(front.PREFETCH_OFF_ENV)
+    front.prestart(["preflight", "--quick", "--python", sys.executable])
+    assert prefetch.waiting()
+    prefetch._kill_leftover()
+    assert prefetch.take(prefetch.cli_options(quick=True, python=sys.executable)) is None

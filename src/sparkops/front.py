@@ -52,6 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_DIR = os.path.join(HERE, "report", "schema")
 KNOWLEDGE_DIR = os.path.join(HERE, "knowledge")
 FAST_OFF_ENV = "SPARKOPS_NO_FAST"  # set to 1: every command goes through typer (tests compare both)
+PREFETCH_OFF_ENV = "SPARKOPS_NO_PREFETCH"  # set to 1: collect in the main process (benchmarks compare both)
 
 
 def program_name() -> str:
@@ -215,14 +216,14 @@ def prestart(argv: list[str]) -> None:
             return
         kind, spec = got
         env = dict(os.environ)
-        if kind == "prefetch":
+        if kind == "prefetch" and env.get(PREFETCH_OFF_ENV, "").strip() in ("", "0"):
             from sparkops.probes import prefetch
 
             prefetch.start(spec, env)
             return
         from sparkops.probes.early import warm_nvml
 
-        if spec["container"] is None:
+        if spec.get("container") is None:
             from sparkops.probes.target_launch import prestart as start_children
 
             start_children(spec["python"], env, "quick" if spec["quick"] else "full")

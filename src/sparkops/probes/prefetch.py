@@ -160,4 +160,7 @@ def _child(spec_text: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))
+    try:
+        sys.exit(_child(sys.argv[1]))
+    except (BrokenPipeError, KeyboardInterrupt):  # the CLI went away: nobody to answer
+        sys.exit(1)
