@@ -53,10 +53,14 @@ QUICK_NO_PREFETCH = "spark-ops preflight --quick, SPARKOPS_NO_PREFETCH=1 (collec
 SEEDS_ROW = "seeds' shell preflight (benchmarks/seeds_preflight.sh)"
 COLD = "preflight --quick, no sparkops bytecode (fresh copy of src/)"
 DETECT = r"""
-import atexit, sys
+import atexit, resource, sys, time
+t0 = time.perf_counter()
 def said():
     m = sys.modules.get("sparkops.probes.prefetch")
-    sys.stderr.write("@@prefetch_used=%s\n" % getattr(m, "used", None))
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    sys.stderr.write("@@prefetch_used=%s; wall %.3f s after the interpreter started, CPU %.3f s in the main "
+                     "process, %.3f s in its children\n" % (getattr(m, "used", None), time.perf_counter() - t0,
+                     me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime))
 atexit.register(said)
 sys.argv = ["spark-ops", *sys.argv[1:]]
 from sparkops.front import main
@@ -232,7 +236,7 @@ def main() -> int:
         f"- command: `python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}`; "
         f"{time.monotonic() - started:.0f} s in all",
         f"- {args.runs} interleaved rounds after one first run of each row; fresh process each; wall seconds",
-        f"- preflight --quick took the prefetch child's facts: {used}",
+        f"- one more preflight --quick (lines): prefetch child's facts used: {used}",
         "", "## Goals (issue 23)", "", "| goal | target | measured | result |", "|---|---|---|---|",
     ]
     lines += [f"| {g} | {t} | {m} | {'PASS' if ok else 'FAIL'} |" for g, t, m, ok in goals]
