@@ -49,18 +49,16 @@ SAMPLER_GOAL_MS = 0.3
 FLOOR, IMPORT, IMPORT_API = "python -c pass (tool python)", "python -c 'import sparkops'", "python -c 'import sparkops.api'"
 HELP, VERSION, EXPLAIN, SCHEMA = "spark-ops --help", "spark-ops version", "spark-ops explain G3", "spark-ops schema report"
 QUICK_TABLE = "spark-ops preflight --quick (table)"
-QUICK_NO_PREFETCH = "spark-ops preflight --quick, SPARKOPS_NO_PREFETCH=1 (collect in the main process)"
 SEEDS_ROW = "seeds' shell preflight (benchmarks/seeds_preflight.sh)"
 COLD = "preflight --quick, no sparkops bytecode (fresh copy of src/)"
 DETECT = r"""
 import atexit, resource, sys, time
 t0 = time.perf_counter()
 def said():
-    m = sys.modules.get("sparkops.probes.prefetch")
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    sys.stderr.write("@@prefetch_used=%s; wall %.3f s after the interpreter started, CPU %.3f s in the main "
-                     "process, %.3f s in its children\n" % (getattr(m, "used", None), time.perf_counter() - t0,
-                     me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime))
+    sys.stderr.write("@@ wall %.3f s after the interpreter started, CPU %.3f s in the tool's process, %.3f s in "
+                     "its children\n" % (time.perf_counter() - t0, me.ru_utime + me.ru_stime,
+                     kids.ru_utime + kids.ru_stime))
 atexit.register(said)
 sys.argv = ["spark-ops", *sys.argv[1:]]
 from sparkops.front import main
@@ -82,7 +80,6 @@ def rows_for(python: str, tmp: Path, has_torch: bool) -> dict[str, list[str]]:
     pre = bp.preflight_rows(python, tmp)
     rows[bp.QUICK] = pre[bp.QUICK]
     rows[QUICK_TABLE] = [a for a in pre[bp.QUICK] if a not in ("--format", "lines")]
-    rows[QUICK_NO_PREFETCH] = pre[bp.QUICK]
     if has_torch:
         rows[bp.FULL] = pre[bp.FULL]
         rows[bp.BARE_CAPABILITY] = pre[bp.BARE_CAPABILITY]
@@ -134,11 +131,11 @@ def cold_runs(python: str, tmp: Path, env: dict[str, str], n: int) -> list[float
     return out
 
 
-def prefetch_used(python: str, tmp: Path, env: dict[str, str]) -> str:
+def one_quick_run(python: str, tmp: Path, env: dict[str, str]) -> str:
     p = subprocess.run([sys.executable, "-c", DETECT, "preflight", "--quick", "--python", python, "--offline",
                         "--config", str(tmp), "--format", "lines", "--report", str(tmp / "d.json")],
                        capture_output=True, text=True, env=env)
-    return next((ln.split("=", 1)[1] for ln in p.stderr.splitlines() if ln.startswith("@@prefetch_used=")), "?")
+    return next((ln[3:] for ln in p.stderr.splitlines() if ln.startswith("@@ ")), "?")
 
 
 def versions() -> str:
@@ -182,13 +179,13 @@ def main() -> int:
     tv = bp.target_versions(args.python)
     has_torch = bool(tv)
     rows = rows_for(args.python, tmp, has_torch and not args.no_torch_rows)
-    envs: dict[str, dict[str, str]] = {QUICK_NO_PREFETCH: {**env, "SPARKOPS_NO_PREFETCH": "1"}}
+    envs: dict[str, dict[str, str]] = {}
     if args.baseline_src:
         rows, base_envs = with_baseline(rows, env, args.baseline_src.resolve())
         envs.update(base_envs)
     first, samples, codes = measure(rows, max(1, args.runs), env, envs)
     cold = cold_runs(args.python, tmp, env, args.cold) if args.cold else []
-    used = prefetch_used(args.python, tmp, env)
+    used = one_quick_run(args.python, tmp, env)
     load1 = os.getloadavg()
     med = {k: statistics.median(v) for k, v in samples.items()}
     report = json.loads((tmp / "f.json").read_text()) if (tmp / "f.json").exists() else {}
@@ -236,7 +233,7 @@ def main() -> int:
         f"- command: `python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}`; "
         f"{time.monotonic() - started:.0f} s in all",
         f"- {args.runs} interleaved rounds after one first run of each row; fresh process each; wall seconds",
-        f"- one more preflight --quick (lines): prefetch child's facts used: {used}",
+        f"- one more preflight --quick (lines): {used}",
         "", "## Goals (issue 23)", "", "| goal | target | measured | result |", "|---|---|---|---|",
     ]
     lines += [f"| {g} | {t} | {m} | {'PASS' if ok else 'FAIL'} |" for g, t, m, ok in goals]

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -14,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkops import api, cli, front
-from sparkops.probes import prefetch
 from sparkops.report.render import render_gotcha
 
 
@@ -107,100 +105,58 @@ OPTION = st.one_of(
 )
 
 
-def _typer_options(argv: list[str]):
-    """The CollectOptions the CLI itself builds from ``argv`` (typer's parse, then cli._opts)."""
+def _typer_prestart(argv: list[str]) -> tuple[str | None, bool]:
+    """(python, quick) as the CLI hands them to target_launch.prestart after typer's own parse."""
     group, _ctx = _group()
     cmd = group.get_command(typer.Context(group), argv[0])
     params = cmd.make_context(argv[0], list(argv[1:])).params
-    return cli._opts(params["python"], params["quick"], params["config"], params["offline"], params["budget"])
+    return (str(params["python"]) if params["python"] else None), params["quick"]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(OPTION, max_size=6), st.sampled_from(["preflight", "collect"]))
 def test_peek_reads_what_typer_parses(options, cmd):
-    argv = [cmd] + [tok for opt in options for tok in opt]
+    """The early start is keyed exactly as the CLI's own call: the same interpreter and depth."""
     if cmd == "collect":
-        argv = [t for opt in options if opt[0].split("=")[0] not in ("--json", "--workload", "--format", "--report",
-                                                                      "--tp") for t in opt]
-        argv = ["collect", *argv]
-    kind, spec = front.peek(argv)
-    assert kind == "prefetch"
-    assert prefetch.options_key(prefetch.cli_options(**spec)) == prefetch.options_key(_typer_options(argv))
+        options = [o for o in options if o[0].split("=")[0] not in ("--json", "--workload", "--format", "--report",
+                                                                     "--tp")]
+    argv = [cmd] + [tok for opt in options for tok in opt]
+    python, quick, container = front.peek(argv)
+    assert container is None
+    assert (python, quick) == _typer_prestart(argv)
 
 
 @given(st.lists(st.text(max_size=12), max_size=8))
 def test_peek_never_raises(argv):
     got = front.peek(argv)
-    assert got is None or got[0] in ("prefetch", "children")
+    assert got is None or (len(got) == 3 and isinstance(got[1], bool))
 
 
 @pytest.mark.parametrize("argv", [["preflight", "--facts", "f.json"], ["preflight", "--help"], ["explain", "G3"],
                                   ["collect", "stray"], ["triage"], ["preflight", "--python"],
-                                  ["preflight", "--budget", "soon"], ["preflight", "--quick=1"]])
+                                  ["preflight", "--quick=1"]])
 def test_peek_declines_what_it_cannot_read(argv):
     assert front.peek(argv) is None
 
 
-def test_peek_leaves_containers_and_other_commands_to_the_children():
-    assert front.peek(["preflight", "--container", "ngc"])[0] == "children"
-    assert front.peek(["stack"]) == ("children", {"quick": True, "python": None, "config": None, "offline": False,
-                                                 "budget": None, "container": None})
-    assert front.peek(["triage", "gpu", "--python", "/x/py"])[1]["python"] == "/x/py"
+def test_peek_reads_containers_and_the_other_collecting_commands():
+    assert front.peek(["preflight", "--container", "ngc"]) == (None, False, "ngc")
+    assert front.peek(["stack"]) == (None, True, None)
+    assert front.peek(["triage", "gpu", "--python", "/x/py"]) == ("/x/py", False, None)
+    assert front.peek(["collect", "-o", "f.json", "--quick"]) == (None, True, None)
 
 
-# ---- prefetch: the child's facts are used only for exactly the options the CLI parsed
-
-def test_prefetched_facts_are_taken_for_the_same_options(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    spec = {"quick": True, "python": sys.executable, "config": [str(tmp_path)], "offline": True, "budget": 30.0}
-    assert prefetch.start(spec)
-    assert prefetch.waiting()
-    facts = prefetch.take(prefetch.cli_options(**spec))
-    assert not prefetch.waiting()
-    assert facts is not None and prefetch.used is True
-    assert facts.depth == "quick" and facts.target.python == sys.executable
-    assert set(facts.probes) == {"target", "gpu", "cuda_libs", "processes", "host", "memory", "configs", "playbooks"}
-
-
-def test_prefetched_facts_for_other_options_are_not_used(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    spec = {"quick": True, "python": sys.executable, "config": None, "offline": True, "budget": 30.0}
-    assert prefetch.start(spec)
-    ran = []
-    assert prefetch.take(prefetch.cli_options(**{**spec, "offline": False}), while_waiting=lambda: ran.append(1)) is None
-    assert prefetch.used is False and ran == [1]
-    assert prefetch.take(prefetch.cli_options(**spec)) is None  # taken once: nothing is left
-
-
-def test_a_child_in_another_environment_is_not_used(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    spec = {"quick": True, "python": sys.executable, "config": None, "offline": True, "budget": 30.0}
-    assert prefetch.start(spec, env={**os.environ, "CUDA_VISIBLE_DEVICES": "7"})
-    assert prefetch.take(prefetch.cli_options(**spec)) is None
-
-
-def test_a_broken_child_means_collecting_here(tmp_path, monkeypatch):
-    """A child that dies says nothing: take() returns None and the CLI collects in-process."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(prefetch.sys, "executable", str(Path(sys.executable).with_name("no-such-python")))
-    assert prefetch.start({"quick": True}) is False
-    assert prefetch.take(prefetch.cli_options(quick=True)) is None
-
-
-def test_prefetch_off_starts_the_children_here(monkeypatch, tmp_path):
+def test_the_early_start_is_the_one_the_probe_takes(monkeypatch, tmp_path):
+    """front.prestart starts the quick child for exactly the command line the target probe runs."""
     from sparkops.probes import target_launch
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(front.PREFETCH_OFF_ENV, "1")
     monkeypatch.setenv("SPARKOPS_NO_NVML", "1")
     try:
         front.prestart(["preflight", "--quick", "--python", sys.executable])
-        assert not prefetch.waiting()
-        assert [k for k in target_launch._started if k[0][0] == sys.executable and k[0][2] == "quick"]
+        argv = target_launch.argv_for(sys.executable, "quick")
+        pending = target_launch.take(argv, dict(os.environ))
+        assert pending is not None and pending.result(60).ok
+        assert target_launch.take(argv, dict(os.environ)) is None  # taken once
     finally:
         target_launch._kill_leftovers()
-    monkeypatch.delenv(front.PREFETCH_OFF_ENV)
-    front.prestart(["preflight", "--quick", "--python", sys.executable])
-    assert prefetch.waiting()
-    prefetch._kill_leftover()
-    assert prefetch.take(prefetch.cli_options(quick=True, python=sys.executable)) is None

@@ -12,7 +12,7 @@ from sparkops.facts.model import Facts, ProbeRecord
 from sparkops.facts.reading import known
 from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
 from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
-from sparkops.probes import CollectOptions, prefetch
+from sparkops.probes import CollectOptions
 from sparkops.probes import collect as _collect
 from sparkops.workload import Workload
 
@@ -89,16 +89,12 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
 
     While the probes wait on their subprocesses, the judging modules (and ``also_import``, e.g.
     the table renderer) are imported on this thread, so their import cost hides behind the probes.
-    When the CLI's front door already started a child collecting exactly ``opts``
-    (:mod:`sparkops.probes.prefetch`), its facts are taken instead.
     """
     def warm() -> None:
         for name in (*JUDGING_MODULES, *also_import):
             importlib.import_module(name)
 
-    facts = prefetch.take(opts, while_waiting=warm) if opts is not None else None
-    if facts is None:  # no child collecting these options (or it failed): collect here
-        facts = _collect(opts, while_waiting=warm)
+    facts = _collect(opts, while_waiting=warm)
     if opts is not None and opts.measure_bandwidth:  # after the probes: its refusal rules read their facts
         from sparkops.bandwidth.probe import attach
 

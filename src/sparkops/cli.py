@@ -102,12 +102,9 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
 def _prestart(python: Path | None, quick: bool, container: str | None = None) -> None:
     """Start the target interpreter's children and NVML's init now, before the heavy imports
     (with --container the target runs in the image, started by its probe)."""
-    from sparkops.probes import prefetch
     from sparkops.probes.early import warm_nvml
     from sparkops.probes.target_launch import prestart
 
-    if prefetch.waiting():  # the front door's child collects and started these itself
-        return
     env = dict(os.environ)
     if container is None:
         prestart(str(python) if python else None, env, "quick" if quick else "full")
@@ -116,11 +113,13 @@ def _prestart(python: Path | None, quick: bool, container: str | None = None) ->
 
 def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
           budget: float | None = None, container: str | None = None) -> api.CollectOptions:
-    from sparkops.probes.prefetch import cli_options
+    from sparkops import api
 
-    return cli_options(quick=quick, python=str(python) if python else None,
-                       config=[str(c) for c in config] if config else None, offline=offline, budget=budget,
-                       container=container)
+    key = "setup.container_budget_s" if container else "probes.budget_s"  # a container start costs seconds
+    budget = budget if budget is not None else float(api.knowledge().t(key))
+    return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
+                              config_paths=tuple(config or [Path.cwd()]), offline=offline, budget_s=budget,
+                              counter_window_s=0.1 if quick else 1.0)  # full: hidden behind the torch import
 
 
 @app.command()

@@ -5,7 +5,7 @@ Standard library only, on purpose: before typer, pydantic or rich load, it
 * answers the commands that need none of them: ``--help`` (at 80 columns or wider), ``version``,
   ``explain ID`` (from the raw catalog YAML) and ``schema NAME`` (the checked-in contract file,
   which tests keep equal to the models' schema);
-* starts what a preflight waits on longest, the target interpreter's child and NVML's first
+* starts what a preflight waits on longest, the target interpreter's children and NVML's first
   init (:func:`prestart`), then hands over to the typer app in :mod:`sparkops.cli`.
 
 Anything it does not recognise exactly goes to typer, so usage errors, ``COMMAND --help`` and
@@ -52,7 +52,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_DIR = os.path.join(HERE, "report", "schema")
 KNOWLEDGE_DIR = os.path.join(HERE, "knowledge")
 FAST_OFF_ENV = "SPARKOPS_NO_FAST"  # set to 1: every command goes through typer (tests compare both)
-PREFETCH_OFF_ENV = "SPARKOPS_NO_PREFETCH"  # set to 1: collect in the main process (benchmarks compare both)
 
 
 def program_name() -> str:
@@ -153,28 +152,28 @@ def fast_answer(argv: list[str], prog: str | None = None) -> str | None:
     return None
 
 
-FLAGS = frozenset({"--quick", "--offline", "--json", "--measure"})  # preflight/collect options without a value
+FLAGS = frozenset({"--quick", "--offline", "--json", "--measure"})  # options of these commands without a value
 
 
-def peek(argv: list[str]) -> tuple[str, dict] | None:
-    """What a live-collecting command line will collect: ("prefetch", spec) for preflight and
-    collect (:mod:`sparkops.probes.prefetch`), ("children", spec) for stack, triage gpu and
-    ``--container``; None when it collects nothing (a snapshot, --help, another command) or the
-    line is not plain enough to read without typer. A guess: a wrong one costs time, never facts
-    (the CLI's own parse decides, and a child that collected other options is not used)."""
+def peek(argv: list[str]) -> tuple[str | None, bool, str | None] | None:
+    """(python, quick, container) of a live-collecting command line (preflight, collect, stack,
+    triage gpu), as the CLI will pass them to :func:`sparkops.probes.target_launch.prestart`; None
+    when it collects nothing (a snapshot, --help, another command) or the line is not plain enough
+    to read without typer. A guess: a wrong one costs a child process, never a fact (the target
+    probe takes a prestarted child only for exactly its command line and environment)."""
     if not argv:
         return None
     from pathlib import Path  # collecting commands load it anyway
 
     cmd, rest = argv[0], argv[1:]
-    spec: dict = {"quick": cmd == "stack", "python": None, "config": [], "offline": False, "budget": None}
     if cmd == "triage":
         if rest[:1] != ["gpu"]:
             return None
         rest = rest[1:]
     elif cmd not in ("preflight", "collect", "stack"):
         return None
-    container = None
+    python = container = None
+    quick = cmd == "stack"
     it = iter(rest)
     for tok in it:
         name, eq, value = tok.partition("=")
@@ -183,50 +182,34 @@ def peek(argv: list[str]) -> tuple[str, dict] | None:
         if name in FLAGS:
             if eq:
                 return None
-            spec["quick"] = spec["quick"] or name == "--quick"
-            spec["offline"] = spec["offline"] or name == "--offline"
+            quick = quick or (name == "--quick" and cmd in ("preflight", "collect"))
             continue
         value = value if eq else next(it, None)
         if value is None:
             return None
         if name == "--python":
-            spec["python"] = str(Path(value))
-        elif name == "--config":
-            spec["config"].append(str(Path(value)))
-        elif name == "--budget":
-            try:
-                spec["budget"] = float(value)
-            except ValueError:
-                return None
+            python = str(Path(value))  # as typer hands it over: a Path, then str()
         elif name == "--container":
             container = value
-    spec["config"] = spec["config"] or None
-    if cmd in ("preflight", "collect") and container is None:
-        return "prefetch", spec
-    return "children", {**spec, "container": container}
+    return python, quick, container
 
 
 def prestart(argv: list[str]) -> None:
-    """Start what a live-collecting command waits on longest, before typer loads; never raises.
-    preflight / collect: a child that collects (it starts the target's children and NVML's init
-    itself); stack, triage gpu, --container: the target's children and NVML's init here."""
+    """Start what a live-collecting command waits on longest, the target interpreter's children
+    and NVML's first init, before typer and pydantic load; never raises. The CLI's own call later
+    finds them started (with --container the target runs in the image, started by its probe)."""
     try:
         got = peek(argv)
         if got is None:
             return
-        kind, spec = got
+        python, quick, container = got
         env = dict(os.environ)
-        if kind == "prefetch" and env.get(PREFETCH_OFF_ENV, "").strip() in ("", "0"):
-            from sparkops.probes import prefetch
-
-            prefetch.start(spec, env)
-            return
-        from sparkops.probes.early import warm_nvml
-
-        if spec.get("container") is None:
+        if container is None:
             from sparkops.probes.target_launch import prestart as start_children
 
-            start_children(spec["python"], env, "quick" if spec["quick"] else "full")
+            start_children(python, env, "quick" if quick else "full")
+        from sparkops.probes.early import warm_nvml
+
         warm_nvml(env)
     except Exception:  # the probes start what is missing themselves, and say why if they cannot
         pass
