@@ -106,7 +106,10 @@ def explain_text(gid: str) -> str | None:
     entries = {e["id"]: e for e in _read_yaml("gotchas.yaml")["gotchas"]}  # type: ignore[index]
     if key not in entries:
         return None
-    g = SimpleNamespace(**{"known_problems": "", "references": [], **entries[key]})
+    entry = {"known_problems": "", "references": [], **entries[key]}
+    entry["codes"] = {code: SimpleNamespace(**{"fix": "", "where": "", **sub})
+                      for code, sub in (entry.get("codes") or {}).items()}
+    g = SimpleNamespace(**entry)
     matrix = SimpleNamespace(**_read_yaml("stack_matrix.yaml")["matrix"]) if key == "G9" else None  # type: ignore[index]
     return render_gotcha(g, matrix)
 
