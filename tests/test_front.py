@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -160,3 +161,19 @@ def test_the_early_start_is_the_one_the_probe_takes(monkeypatch, tmp_path):
         assert target_launch.take(argv, dict(os.environ)) is None  # taken once
     finally:
         target_launch._kill_leftovers()
+
+
+def test_one_catalog_entry_is_the_whole_files_entry(tmp_path, monkeypatch):
+    """Parsing only an entry's lines gives what parsing the whole catalog gives, and another layout
+    of the same data (no indented list, so no entry lines to find) falls back to the whole file."""
+    import yaml
+
+    whole = yaml.safe_load((Path(front.KNOWLEDGE_DIR) / "gotchas.yaml").read_text(encoding="utf-8"))
+    by_id = {e["id"]: e for e in whole["gotchas"]}
+    for key, entry in by_id.items():
+        assert front.catalog_entry(key) == entry
+    assert front.catalog_entry("G42") is None
+    (tmp_path / "gotchas.yaml").write_text(yaml.safe_dump(whole, indent=4, sort_keys=False), encoding="utf-8")
+    monkeypatch.setattr(front, "KNOWLEDGE_DIR", str(tmp_path))
+    for key, entry in by_id.items():
+        assert front.catalog_entry(key) == entry

@@ -98,15 +98,42 @@ def gotcha_id(text: str) -> str:
     return key
 
 
+ENTRY_PREFIX = "  - id: "  # how gotchas.yaml starts each catalog entry
+
+
+def catalog_entry(key: str) -> dict | None:
+    """The raw catalog entry ``key`` of gotchas.yaml. Only that entry's lines are parsed when the
+    file has its usual layout (the catalog grows with every sub-code); the whole file otherwise."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(os.path.join(KNOWLEDGE_DIR, "gotchas.yaml"), encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(ENTRY_PREFIX)]
+    for n, i in enumerate(starts):
+        if lines[i][len(ENTRY_PREFIX):].split("#")[0].strip().strip("'\"") != key:
+            continue
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        try:
+            got = yaml.load("".join(lines[i:end]), Loader=loader)  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError:
+            break
+        if isinstance(got, list) and len(got) == 1 and isinstance(got[0], dict) and got[0].get("id") == key:
+            return got[0]
+        break
+    entries = {e["id"]: e for e in yaml.load("".join(lines), Loader=loader)["gotchas"]}  # noqa: S506
+    return entries.get(key)
+
+
 def explain_text(gid: str) -> str | None:
     """``spark-ops explain GID`` from the raw catalog; None when the id is unknown (typer says so)."""
     from sparkops.report.gotcha_text import render_gotcha
 
     key = gotcha_id(gid)
-    entries = {e["id"]: e for e in _read_yaml("gotchas.yaml")["gotchas"]}  # type: ignore[index]
-    if key not in entries:
+    raw = catalog_entry(key)
+    if raw is None:
         return None
-    entry = {"known_problems": "", "references": [], **entries[key]}
+    entry = {"known_problems": "", "references": [], **raw}
     entry["codes"] = {code: SimpleNamespace(**{"fix": "", "where": "", **sub})
                       for code, sub in (entry.get("codes") or {}).items()}
     g = SimpleNamespace(**entry)
