@@ -298,6 +298,15 @@ thermal_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_marku
                           help="Background thermal/power/memory sampler (G4, G3, G6) and log analysis.")
 app.add_typer(thermal_app, name="thermal")
 
+
+def _register_thermal_commands() -> None:
+    from sparkops.soak import command as soak
+
+    soak.register(thermal_app)
+
+
+_register_thermal_commands()
+
 IntervalOpt = Annotated[float | None, typer.Option("--interval", help="Seconds between samples "
                         "(default 5, as the seeds' thermal-sample.sh; at least 0.1).", show_default=False)]
 LogOpt = Annotated[Path | None, typer.Option("--log", help="CSV log (default: thermal-YYYYMMDD.csv "

@@ -33,17 +33,20 @@ COMMANDS: tuple[tuple[str, str | None, str], ...] = (
     ("collect", None, "Collect this machine's facts into a replayable snapshot..."),
     ("explain", None, "Print a gotcha's symptom, cause, what is checked, and the fix."),
     ("schema", None, "Print the JSON Schema of an output: the facts snapshot,..."),
-    ("stack", None, "Installed versions against the dated known-good matrix (G9):..."),
-    ("plan", "sparkops.planner.command", "Will this fine-tune fit? Itemised estimate, verdict, and the..."),
+    ("stack", None, "Installed versions against the dated known-good matrix..."),
+    ("plan", "sparkops.planner.command", "Will this fine-tune fit? Itemised estimate, verdict, and..."),
     ("diagnose", "sparkops.diagnose.command", "Which gotcha (G1-G10) does this log point at? Findings..."),
     ("bandwidth", "sparkops.bandwidth.command", "Measure device memory bandwidth in the target environment..."),
     ("fleet", "sparkops.fleet.command", "Preflight several Sparks together, run once per GPU under..."),
     ("mcp", "sparkops.mcp_server.command", "Serve the checks to coding agents: a Model Context Protocol..."),
+    ("postmortem", "sparkops.postmortem.command", "What ended the last run? Reads the previous boot's kernel..."),
+    ("fix", "sparkops.fix.command", "Act on G3, with consent: drop the page cache (sync; 3 >..."),
+    ("exporter", "sparkops.exporter.command", "Serve this Spark's readings as Prometheus metrics on..."),
     ("watch", None, "Run COMMAND (after --), sample alongside, flag G3/G4/G6..."),
     ("version", None, "Print the tool version."),
     ("setup", "sparkops.setup", "Container-first setup: NGC, Unsloth (pinned), or bare pip."),
     ("triage", None, "Work a failure's known hypotheses in order, stopping at the..."),
-    ("thermal", None, "Background thermal/power/memory sampler (G4, G3, G6) and log..."),
+    ("thermal", None, "Background thermal/power/memory sampler (G4, G3, G6) and..."),
 )
 
 LAZY: dict[str, str] = {name: module for name, module, _help in COMMANDS if module}

@@ -8,6 +8,7 @@ NVML's memory query is never used on a unified device (GB10 answers NOT_SUPPORTE
 
 from __future__ import annotations
 
+from sparkops import judge_fragmentation
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
 from sparkops.facts.model import PsiFacts, TorchLive
@@ -40,6 +41,36 @@ def _psi(psi: object, warns: list[Reason], evidence: list[Evidence], threshold: 
         evidence.append(ev("memory.psi", psi))
         if psi.full_avg10 >= threshold:
             warns.append(reason("G3.psi-pressure", full_avg10=psi.full_avg10))
+
+
+def _fragmentation(ctx: CheckContext, warns: list[Reason], evidence: list[Evidence]) -> None:
+    """Free memory that is there but not in large blocks (``/proc/buddyinfo``): the driver's large
+    allocations fail while MemAvailable looks fine. Judged against the planned peak when there is one."""
+    frag = ctx.facts.memory.fragmentation
+    if frag is None:
+        return
+    peak = ctx.workload.estimated_peak_gb
+    th = judge_fragmentation.thresholds(ctx.kb)
+    d = judge_fragmentation.judge(frag, int(peak * 1e9) if peak else None, th)
+    v = d.values
+    if v:
+        evidence.append(ev("memory.fragmentation", {k: v.get(k) for k in (
+            "free_bytes", "free_large_bytes", "large_block_bytes", "largest_free_block_bytes",
+            "unmovable_pageblock_share")}))
+    if d.code is None:
+        return
+    share = v.get("unmovable_pageblock_share")
+    unmovable = (f"{share:.0%} of the pageblocks are Unmovable (kernel and driver memory), which compaction "
+                 "cannot move: expect to need the reboot. ") if share is not None and \
+        share >= th["unmovable_share_reboot"] else ""
+    block = v["large_block_bytes"]
+    values = {"free_gib": _gib(v["free_bytes"]), "large_gib": _gib(v["free_large_bytes"]),
+              "block": f"{block / GIB:.0f} GiB" if block >= GIB else f"{block // 1024 // 1024} MiB",
+              "share": v["free_large_bytes"] / v["free_bytes"] if v["free_bytes"] else 0.0, "unmovable": unmovable}
+    if peak:
+        warns.append(reason("G3.fragmented-for-plan", need_gib=peak * 1e9 / GIB, **values))
+    else:
+        warns.append(reason("G3.fragmented", **values))
 
 
 def _gpu_held(ctx: CheckContext) -> float | None:
@@ -88,6 +119,7 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
         warns.append(reason(code, cache_gib=_gib(gap), visible_what=visible_what, visible_gib=_gib(visible),
                             avail_gib=_gib(avail), low=f"; only {_gib(avail):.1f} GiB available" if low else ""))
     _psi(ctx.facts.memory.psi, warns, evidence, float(kb.t("g3.psi_full_avg10_warn")))
+    _fragmentation(ctx, warns, evidence)
     budget = round(max(0.0, _gib(avail) - float(kb.t("g3.os_reserve_gb"))), 1)
     _fit(ctx, budget, fails, warns)
     cg = ctx.facts.memory.cgroup

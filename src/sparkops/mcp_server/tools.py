@@ -243,6 +243,21 @@ def collect_facts(
     return facts.model_dump(mode="json")
 
 
+def postmortem(
+    log_paths: Annotated[list[str] | None, Field(
+        description="This tool's sampler logs, or folders holding thermal-*.csv / soak-*.csv, whose last "
+                    "rows tell heat before an unclean end (default: the server's working directory).")] = None,
+) -> dict[str, Any]:
+    """What ended the last run? As `spark-ops postmortem --json`: reads (read-only, bounded) the previous
+    boot's kernel journal, /var/log/kern.log*, pstore, `last -x` and this tool's sampler logs, and names the
+    cause with its G-number (thermal shutdown G4, OOM killer G3 with the victim and its size, the driver's
+    out-of-memory wedge G3, hardware vs application Xids, kernel panic, an unclean end with no log), with
+    the sources it could not read and why."""
+    from sparkops.postmortem import run
+
+    return run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())])).model_dump(mode="json")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One tool as the server registers it."""
@@ -262,4 +277,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(plan, "Plan a fine-tune's memory", open_world=True, writes_on_request=False, collects=True),
     ToolSpec(collect_facts, "Collect this machine's facts",
              open_world=True, writes_on_request=True, collects=True),
+    ToolSpec(postmortem, "What ended the last run (post-mortem)",
+             open_world=True, writes_on_request=False, collects=False),
 )
