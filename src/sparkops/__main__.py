@@ -1,6 +1,6 @@
 """``python -m sparkops`` is the ``spark-ops`` command."""
 
-from sparkops.cli import main
+from sparkops.front import main
 
 if __name__ == "__main__":
     main()

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from sparkops import __version__
 from sparkops.errors import InputError
+from sparkops.front import APP_HELP, COMMANDS, LAZY
 from sparkops.report.formats import EXIT_TOOL_ERROR, Format
 
 if TYPE_CHECKING:
@@ -24,13 +26,52 @@ if TYPE_CHECKING:
 
 # Heavy modules (pydantic models, checks, rich) are imported inside the commands, after the
 # target interpreter's children were started: full mode then costs about one torch import.
+# Feature packages (plan, diagnose, ...) are imported only when their command runs: see LazyGroup.
 
 # typer >= 0.2x vendors click; take its exception classes from typer itself so both work.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Is this DGX Spark (GB10) ready for the job? Preflight G1-G10 from replayable facts.")
+
+class LazyGroup(TyperGroup):
+    """The top-level group: a feature package listed in :data:`sparkops.front.COMMANDS` with its
+    module is imported, and its ``register(app)`` run, only when one of its commands is asked for;
+    ``--help`` lists it from the table's one-line help. Order: the table's."""
+
+    def list_commands(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        listed = [name for name, _module, _help in COMMANDS]
+        return listed + [name for name in self.commands if name not in listed]
+
+    def get_command(self, ctx, cmd_name):  # noqa: ANN001, ANN201
+        if cmd_name not in self.commands and cmd_name in LAZY:
+            self.commands.update(load_feature(LAZY[cmd_name]))
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx, formatter):  # noqa: ANN001, ANN201
+        shorts = {name: short for name, _module, short in COMMANDS}
+        loaded = self.commands
+
+        def listing(ctx, name):  # noqa: ANN001, ANN202 - a stand-in carrying the one-line help
+            return loaded.get(name) or TyperCommand(name=name, short_help=shorts[name])
+
+        self.get_command = listing  # type: ignore[method-assign]
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            del self.get_command
+
+
+def load_feature(module: str) -> dict:
+    """The click commands a feature module's ``register(app)`` adds, by name."""
+    import importlib
+
+    sub = typer.Typer(add_completion=False, rich_markup_mode=None)
+    importlib.import_module(module).register(sub)
+    return dict(typer.main.get_group(sub).commands)
+
+
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help=APP_HELP)
 
 
 class SchemaName(str, Enum):
@@ -229,41 +270,6 @@ def stack_cmd(
             lines.append(f"fix: {g9['fix']}")
         sys.stdout.write("\n".join(lines) + "\n")
     return {"pass": 0, "info": 0, "fail": 2}.get(res["G9"]["status"], 1)
-
-
-def _register_setup() -> None:
-    from sparkops import setup
-
-    setup.register(app)
-
-
-_register_setup()
-
-
-def _register_plan() -> None:
-    from sparkops.planner import command
-
-    command.register(app)
-
-
-_register_plan()
-
-
-def _register_later_commands() -> None:
-    """Each feature package registers its own command: cli.py stays a thin layer."""
-    from sparkops.bandwidth import command as bandwidth
-    from sparkops.diagnose import command as diagnose
-    from sparkops.exporter import command as exporter
-    from sparkops.fix import command as fix
-    from sparkops.fleet import command as fleet
-    from sparkops.mcp_server import command as mcp
-    from sparkops.postmortem import command as postmortem
-
-    for module in (diagnose, bandwidth, fleet, mcp, postmortem, fix, exporter):
-        module.register(app)
-
-
-_register_later_commands()
 
 
 triage_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,

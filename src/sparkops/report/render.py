@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from sparkops.checks.base import Finding, Status
-from sparkops.knowledge import Gotcha, StackMatrix
+from sparkops.report.gotcha_text import render_gotcha  # noqa: F401 - re-exported: explain's text
 from sparkops.report.model import Report
 
 STYLE = {
@@ -42,6 +38,10 @@ def _where(fix_where: str) -> str:
 
 
 def render_table(report: Report, color: bool = False, width: int = 110) -> str:
+    from rich.console import Console  # here: the lines and json formats need no rich
+    from rich.table import Table
+    from rich.text import Text
+
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
     head = Text()
@@ -93,28 +93,3 @@ def _workload_line(report: Report) -> str:
     if w.unparsed:
         s += f"; ignored: {' '.join(w.unparsed)}"
     return s
-
-
-def render_gotcha(g: Gotcha, matrix: StackMatrix | None = None) -> str:
-    """``spark-ops explain G3``: the catalog entry in ruff's rule-doc sections (G9 adds the
-    dated bare-pip sequence from the stack matrix)."""
-    out = [f"{g.id} — {g.title}", "", "Symptom", f"  {g.symptom}", "", "Cause", f"  {g.cause}",
-           "", "What is checked", f"  {g.check}", "", "Fix", f"  {g.fix}"]
-    if g.id == "G9" and matrix is not None:
-        out += ["", f"Bare-pip sequence (stack matrix v{matrix.version}, last verified "
-                    f"{matrix.last_verified.isoformat()}; order and flags are load-bearing)"]
-        out += [f"  {line}" for line in matrix.bare_pip_sequence]
-        out += ["  then verify: python -c \"import torch; print(torch.cuda.is_available(), torch.version.cuda)\""
-                "  (expect: True 13.0)"]
-    if g.codes:
-        out += ["", "Decisions (sub-codes; findings carry them in `code`)"]
-        for code, sub in g.codes.items():
-            where = f", fix runs {'in the ' if sub.where in ('container', 'target-env') else 'on the '}{sub.where}" \
-                if sub.where and sub.where != "anywhere" else ""
-            out.append(f"  {code} ({sub.status}{where}): {sub.line}")
-    if g.known_problems:
-        out += ["", "Known problems", f"  {g.known_problems}"]
-    if g.references:
-        out += ["", "References"] + [f"  {r}" for r in g.references]
-    out += ["", f"Last verified: {g.last_verified.isoformat()}"]
-    return "\n".join(out) + "\n"
