@@ -1,7 +1,8 @@
 """``spark-ops``: parse arguments, call one api function, render, exit. No logic lives here.
 
 Exit codes (every judging command): 0 ready · 1 ready with warnings · 2 blocked · 3 the tool
-itself could not run (bad usage, unreadable snapshot, internal error).
+itself could not run (bad usage, unreadable snapshot, internal error) · 4 (preflight) judged and
+printed, but the report file could not be written (stderr says where and why).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 
 from sparkops import __version__
 from sparkops.errors import InputError
-from sparkops.report.formats import EXIT_TOOL_ERROR, Format
+from sparkops.report.formats import EXIT_REPORT_NOT_WRITTEN, EXIT_TOOL_ERROR, Format
 
 if TYPE_CHECKING:
     from sparkops import api
@@ -108,7 +109,8 @@ def preflight(
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> int:
-    """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+    """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error,
+    4 judged and printed but the report could not be written."""
     if measure and facts is not None:
         raise InputError("--measure measures this machine now; it cannot be combined with --facts")
     if facts is None:
@@ -127,9 +129,17 @@ def preflight(
     rep = api.preflight(facts=facts, opts=opts, workload=wl,
                         kb=kb, also_import=("sparkops.report.render",) if fmt is Format.table else (),
                         container=container)
-    api.write_report(rep, report)
     out = fmt.render(rep, color=sys.stdout.isatty() and fmt is Format.table)
-    sys.stdout.write(out)
+    sys.stdout.write(out)  # the verdict first: a report that cannot be written must not hide it
+    sys.stdout.flush()
+    from sparkops.errors import OutputError
+
+    try:
+        api.write_report(rep, report)
+    except OutputError as exc:
+        typer.echo(f"spark-ops: warning: the verdict above stands, but the report was not written: {exc} "
+                   f"(exit {EXIT_REPORT_NOT_WRITTEN}; --report PATH writes it elsewhere)", err=True)
+        return EXIT_REPORT_NOT_WRITTEN
     return api.exit_code(rep)
 
 
