@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkops import __version__
-from sparkops.facts.model import Facts, ProbeRecord
+from sparkops.facts.model import Facts, ProbeRecord, implausible_readings
 from sparkops.facts.reading import known
 from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
 from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
@@ -123,6 +123,11 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix)
                 for f in findings if f.status is Status.fail]
     notes = [r for r in facts.probes.values() if not r.ok]
+    bad = implausible_readings(facts)
+    if bad:
+        notes.append(ProbeRecord(name="implausible", ok=False, source="bounds",
+                                 reason="readings outside physical bounds, judged as unknown: " + "; ".join(bad[:8])
+                                 + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")))
     if facts.gpu.source == "nvidia-smi":
         notes.append(ProbeRecord(name="gpu", ok=True, source="nvidia-smi",
                                  reason=f"NVML unavailable ({facts.gpu.nvml_error}); used the nvidia-smi fallback"))

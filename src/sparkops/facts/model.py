@@ -32,7 +32,7 @@ MappingReading = Annotated[Unavailable | dict[str, _V], Field(union_mode="left_t
 BYTES_MAX = 1 << 50  # 1 PiB: no memory figure of one machine comes near
 COUNTER_MAX = (1 << 63) - 1
 BOUNDS: dict[str, tuple[float, float, str]] = {  # reading -> (lowest, highest, unit)
-    "temperature_c": (-40.0, 150.0, "°C"),
+    "temperature_c": (0.0, 150.0, "°C"),  # NVML and nvidia-smi report unsigned degrees
     "power_w": (0.0, 5_000.0, "W"),
     "clock_mhz": (0.0, 10_000.0, "MHz"),
     "percent": (0.0, 100.0, "%"),
@@ -64,10 +64,14 @@ def out_of_bounds(value: object, kind: str) -> str:
         return ""
     lo, hi, unit = BOUNDS[kind]
     if isinstance(num, float) and not math.isfinite(num):
-        return f"{num} is not a number"
+        return f"{num} is not a finite number"
     if lo <= num <= hi:
         return ""
-    shown = f"{num:.4g}" if isinstance(num, float) or abs(num) > 10**15 else str(num)
+    if isinstance(num, float):
+        shown = f"{num:.4g}"
+    else:
+        digits = len(str(abs(num))) if abs(num) < 10**4000 else 4000
+        shown = str(num) if digits <= 15 else f"{'-' if num < 0 else ''}a {digits}-digit number"
     return f"{shown}{' ' + unit if unit else ''} is outside physical bounds [{lo:g}, {hi:g}]"
 
 
@@ -445,3 +449,20 @@ class Facts(_Model):
         "not_collected without a detail when nobody asked, with the reason when the measurement was refused "
         "(other GPU jobs, memory short) or could not run.",
     )
+
+
+def implausible_readings(facts: BaseModel) -> list[str]:
+    """``where: why`` for every reading the bounds turned unavailable, for the report's notes (a check
+    may leave an unknown reading out of its summary; the user still learns the source was wrong)."""
+    found: list[str] = []
+    stack: list[tuple[str, object]] = [("", facts)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, Unavailable):
+            if node.detail.startswith("implausible reading: "):
+                found.append(f"{where}: {node.detail.removeprefix('implausible reading: ')}")
+        elif isinstance(node, BaseModel):
+            stack.extend((f"{where}.{k}" if where else k, getattr(node, k)) for k in type(node).model_fields)
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+    return sorted(found)

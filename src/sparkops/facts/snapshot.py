@@ -243,7 +243,9 @@ _MISSING = object()
 def _read_capped(path: Path, max_bytes: int) -> bytes:
     """At most ``max_bytes`` of a regular file (a FIFO or device is refused: it could never end)."""
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores the flag
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode):
                 what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
