@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from enum import Enum
 from pathlib import Path
@@ -58,6 +59,24 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
+def check_python(python: Path | None) -> None:
+    """A mistyped --python is a usage error (exit 3, named), not "G1 skip: torch not installed"."""
+    if python is None:
+        return
+    given = os.path.expanduser(str(python))
+    if os.sep not in given:  # a bare name is looked up on PATH, as the probe does
+        if shutil.which(given) is None:
+            raise typer.BadParameter(f"{given}: not found on PATH", param_hint="--python")
+        return
+    python = Path(given)
+    if not python.exists():
+        raise typer.BadParameter(f"{python}: no such file", param_hint="--python")
+    if python.is_dir():
+        raise typer.BadParameter(f"{python} is a directory, not an interpreter", param_hint="--python")
+    if not os.access(python, os.X_OK):
+        raise typer.BadParameter(f"{python} is not executable", param_hint="--python")
+
+
 def _prestart(python: Path | None, quick: bool, container: str | None = None) -> None:
     """Start the target interpreter's children and NVML's init now, before the heavy imports
     (with --container the target runs in the image, started by its probe)."""
@@ -66,6 +85,7 @@ def _prestart(python: Path | None, quick: bool, container: str | None = None) ->
 
     env = dict(os.environ)
     if container is None:
+        check_python(python)
         prestart(str(python) if python else None, env, "quick" if quick else "full")
     warm_nvml(env)
 
@@ -123,6 +143,10 @@ def preflight(
     wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
+    from sparkops.workload import refusals
+
+    if problems := refusals(wl):
+        raise typer.BadParameter("; ".join(problems), param_hint="--workload")
     kb = api.knowledge(matrix)
     fmt = Format.json if as_json else fmt
     opts = replace(_opts(python, quick, config, offline, budget, container), measure_bandwidth=measure)

@@ -67,10 +67,15 @@ def diagnose_text(text: str, source: str = "-", facts: Facts | None = None,
 
 
 def diagnose_files(paths: list[str], facts: Facts | None = None, kb: SymptomKnowledge | None = None, *,
-                   top: int | None = None, stdin: BinaryIO | None = None) -> list[Diagnosis]:
+                   top: int | None = None, stdin: BinaryIO | None = None,
+                   read_timeout_s: float | None = None) -> list[Diagnosis]:
     """One Diagnosis per path, in order; ``-`` reads standard input (once). An unreadable path gives
-    a Diagnosis with ``error`` set instead of raising, so the others are still diagnosed."""
+    a Diagnosis with ``error`` set instead of raising, so the others are still diagnosed; so does a
+    pipe or FIFO that sent nothing within ``read_timeout_s`` (default: symptoms.yaml's limits)."""
+    from dataclasses import replace
+
     from sparkops.diagnose.text import read_input
 
     kb = kb or load_symptoms()
-    return [diagnose_input(read_input(p, kb.text_limits, stdin), facts, kb, top) for p in (paths or ["-"])]
+    limits = kb.text_limits if read_timeout_s is None else replace(kb.text_limits, read_timeout_s=read_timeout_s)
+    return [diagnose_input(read_input(p, limits, stdin), facts, kb, top) for p in (paths or ["-"])]

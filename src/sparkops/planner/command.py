@@ -38,7 +38,11 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. Exit 0 fits, 1 tight, 2 does not fit."""
         from sparkops import api
+        from sparkops.workload import merge, refusals
 
+        problems = refusals(merge(workload, seq_len=seq_len, batch_size=batch))
+        if problems:
+            raise typer.BadParameter("; ".join(problems), param_hint="--workload/--seq-len/--batch")
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework,
                        dtype=dtype, optimizer=optimizer, batch=batch, seq_len=seq_len, grad_checkpointing=gc,
                        attention=attention, loss=loss, lora_r=lora_r,
