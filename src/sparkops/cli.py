@@ -385,20 +385,22 @@ def thermal_analyze(
     file: Annotated[Path, typer.Argument(help="This tool's CSV log, or nvidia-smi --query-gpu ... --format=csv output.")],
     profile: Annotated[str, typer.Option(help="gb10 | generic")] = "gb10",
     as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait on a FIFO or pipe "
+                                           "(a regular file is read at once).")] = 60.0,
 ) -> int:
     """Judge a recorded log: throttling, power plateau, low-clock state, memory pressure, new neighbours.
 
     Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read or held no samples.
     """
-    from sparkops.monitor.analyze import analyze_text
+    from sparkops.monitor.analyze import analyze
+    from sparkops.monitor.csvlog import LogStream
 
     if profile not in ("gb10", "generic"):
         raise typer.BadParameter("gb10 or generic", param_hint="--profile")
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot read {file}: {exc.strerror or exc}", param_hint="FILE") from exc
-    res = analyze_text(text, profile=profile)
+    stream = LogStream(file, timeout_s=timeout)  # streamed in timestamp order: any length, bounded memory
+    res = analyze(stream.samples(), profile=profile, notes=stream)  # type: ignore[arg-type]
+    if stream.error is not None:
+        raise typer.BadParameter(stream.error, param_hint="FILE")
     if as_json:
         sys.stdout.write(res.model_dump_json(indent=2) + "\n")
     else:

@@ -43,7 +43,7 @@ class Limits:
     # buffer and a regular file's by seeking, so the error at the end of a huge log is always read.
     max_read_bytes: int = 256_000_000
     read_timeout_s: float = 60.0  # a pipe, FIFO or terminal is read for at most this long
-    count_budget_s: float = 10.0  # counting the skipped middle of a big file (exact line numbers)
+    count_budget_s: float = 2.0  # counting the skipped middle of a big file (exact line numbers); past it, estimated
 
 
 @dataclass(frozen=True)
