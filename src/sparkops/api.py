@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel
 
 from sparkops import __version__
 from sparkops.facts.model import Facts, ProbeRecord, implausible_readings
@@ -99,7 +101,7 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
         from sparkops.bandwidth.probe import attach
 
         facts = attach(facts, opts)
-    return facts
+    return redacted(facts)
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
@@ -131,7 +133,7 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     if facts.gpu.source == "nvidia-smi":
         notes.append(ProbeRecord(name="gpu", ok=True, source="nvidia-smi",
                                  reason=f"NVML unavailable ({facts.gpu.nvml_error}); used the nvidia-smi fallback"))
-    return Report(
+    return redacted(Report(
         platform=ident.platform,  # type: ignore[arg-type]
         checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
         headroom_gb=ctx.headroom_gb,
@@ -158,7 +160,18 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
         probe_notes=notes,
         target_python=target_label(facts),
         plan=PlanSummary(**plan_summary) if plan_summary else None,
-    )
+    ))
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def redacted(model: _M) -> _M:
+    """The model with every string through the one redaction pass (facts.redact.redact_obj): what a
+    check quoted from a config or a command line cannot carry a credential out."""
+    from sparkops.facts.redact import redact_obj
+
+    return type(model).model_validate(redact_obj(model.model_dump(mode="json")))
 
 
 def _plannable(w: Workload) -> bool:

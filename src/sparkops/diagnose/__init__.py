@@ -54,7 +54,11 @@ def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowle
     shown = {f.gotcha for f in findings}
     notes = list(inp.notes) + res.notes
     notes += [text for gotcha, text in hints if gotcha not in shown]  # facts alone never make a finding
-    return Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated)
+    from sparkops.facts.redact import redact_obj
+
+    # evidence quotes the input: an OPENAI_API_KEY=sk-... line must not be echoed back
+    return Diagnosis.model_validate(redact_obj(Diagnosis(file=inp.source, findings=findings, notes=notes,
+                                                         truncated=inp.truncated).model_dump(mode="json")))
 
 
 def diagnose_text(text: str, source: str = "-", facts: Facts | None = None,

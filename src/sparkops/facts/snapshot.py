@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from sparkops.errors import OutputError, SnapshotError
 from sparkops.facts import model as _facts_model
 from sparkops.facts.model import FACTS_SCHEMA_VERSION, Facts, ProbeRecord
+from sparkops.facts.redact import redact_obj
 
 __all__ = ["OutputError", "SnapshotError", "write_atomic", "dump_model", "save_facts", "load_facts"]
 
@@ -215,6 +216,7 @@ def load_facts(path: Path, max_bytes: int = MAX_SNAPSHOT_BYTES) -> Facts:
     if version > FACTS_SCHEMA_VERSION:
         raise SnapshotError(f"{path}: facts schema_version {version} is not supported (newer than this "
                             f"tool reads, <= {FACTS_SCHEMA_VERSION}); upgrade dgx-spark-ops")
+    raw = redact_obj(raw)  # a snapshot written by an older tool may hold what today's rules mask
     ignored: list[str] = []
     for _round in range(8):  # each round removes every unknown field pydantic reported
         try:
