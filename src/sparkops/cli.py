@@ -275,8 +275,9 @@ def _register_later_commands() -> None:
     from sparkops.diagnose import command as diagnose
     from sparkops.fleet import command as fleet
     from sparkops.mcp_server import command as mcp
+    from sparkops.report import command as share_report
 
-    for module in (diagnose, bandwidth, fleet, mcp):
+    for module in (diagnose, bandwidth, fleet, mcp, share_report):
         module.register(app)
 
 
