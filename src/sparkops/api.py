@@ -122,7 +122,7 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     ident = identity_check.identify(facts, kb)
     by_id = {f.gotcha: f for f in findings}
     verdict = _verdict(findings)
-    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix)
+    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix, code=f.code, fix_where=f.fix_where)
                 for f in findings if f.status is Status.fail]
     notes = [r for r in facts.probes.values() if not r.ok]
     bad = implausible_readings(facts)
@@ -136,7 +136,8 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     return redacted(Report(
         platform=ident.platform,  # type: ignore[arg-type]
         checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
-        headroom_gb=ctx.headroom_gb,
+        headroom_gb=round(ctx.headroom_gib * 2**30 / 1e9, 1) if ctx.headroom_gib is not None else None,
+        headroom_gib=ctx.headroom_gib,
         verdict=verdict,  # type: ignore[arg-type]
         tool_version=__version__,
         generated_at=datetime.now(timezone.utc),  # noqa: UP017

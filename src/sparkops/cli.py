@@ -48,8 +48,8 @@ class SchemaName(str, Enum):
 PythonOpt = Annotated[Path | None, typer.Option("--python", help="The interpreter you train with "
                       "(default: python3 on PATH, else this tool's own).", show_default=False)]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Static target probe only: no torch import.")]
-ConfigOpt = Annotated[list[Path] | None, typer.Option("--config", help="File or directory to scan for "
-                      "parallelism settings (G10); repeatable. Default: the working directory.")]
+ConfigOpt = Annotated[list[Path] | None, typer.Option("--config", help="A config file, launch script or directory of them to scan for "
+                      "parallelism settings (G10); repeatable. Default: the working directory's own config files.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="No network: G8 uses its cache or skips.")]
 ContainerOpt = Annotated[str | None, typer.Option("--container", help="Run the target probe inside this "
                          "image (ngc | unsloth | IMAGE[:TAG], the lock file's pin when there is one) with "
@@ -97,7 +97,7 @@ def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: 
     key = "setup.container_budget_s" if container else "probes.budget_s"  # a container start costs seconds
     budget = budget if budget is not None else float(api.knowledge().t(key))
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
-                              config_paths=tuple(config or [Path.cwd()]), offline=offline, budget_s=budget,
+                              config_paths=tuple(config or ()), offline=offline, budget_s=budget,
                               counter_window_s=0.1 if quick else 1.0)  # full: hidden behind the torch import
 
 

@@ -26,7 +26,33 @@ def test_cu128_torch_on_spark_fails_with_the_reinstall_fix():
     f = run_check("G1", load_facts_fixture("gb10_bare_pip_cu128"))
     assert f.status is Status.fail
     assert "CUDA 12.8" in f.summary and "CUDA 13" in f.summary
-    assert f.fix == load().gotcha("G1").fix
+    assert f.code == "G1.wheel-cuda12" and f.fix_where == "target-env"
+    # every package that must move together, and the CUDA-12 runtime wheels it leaves behind
+    assert "--index-url https://download.pytorch.org/whl/cu130" in f.fix
+    assert "pip uninstall -y nvidia-cublas-cu12 nvidia-cuda-nvrtc-cu12" in f.fix
+
+
+def test_cu128_family_moves_together():
+    """Issue 15: reinstalling torch alone leaves torchvision/torchaudio +cu128 behind."""
+    base = load_facts_fixture("gb10_bare_pip_cu128")
+    dists = {**base.target.distributions, "torchvision": "0.24.1+cu128", "torchaudio": "2.9.1+cu128",
+             "xformers": "0.0.33+cu128", "transformers": "4.57.1"}
+    f = run_check("G1", patch(base, {"target.distributions": dists}))
+    assert f.code == "G1.wheel-cuda12"
+    assert "pip install --force-reinstall torch torchvision torchaudio xformers --index-url" in f.fix
+    assert "torchvision 0.24.1+cu128" in f.fix and "transformers" not in f.fix
+
+
+def test_cu130_torch_on_a_cuda12_driver_says_upgrade_the_driver_not_reinstall_cu130():
+    """Issue 15: a driver that supports only CUDA 12.x with a cu130 torch; the fix is the driver (host)
+    or a CUDA-12 wheel, never 'reinstall from the cu130 index'."""
+    base = load_facts_fixture("h200_generic")
+    facts = patch(base, {"gpu.cuda_driver_version": "12.8", "target.torch.cuda": "13.0",
+                         "target.torch.version": "2.9.1+cu130", "target.torch.local_tag": "cu130"})
+    f = run_check("G1", facts)
+    assert f.status is Status.fail and f.code == "G1.driver-cuda-too-old", f.summary
+    assert f.fix_where == "host" and "upgrade the NVIDIA driver" in f.fix
+    assert "whl/cu128" in f.fix and "whl/cu130" not in f.fix
 
 
 def test_cu130_arch_list_ending_at_sm120_is_a_harmless_note_not_a_failure():

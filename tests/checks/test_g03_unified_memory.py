@@ -124,3 +124,18 @@ def test_workload_without_a_peak_says_its_fit_was_not_tested():
     f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), parse_workload("qlora 70b seq 8192"))
     assert f.status is Status.unknown  # checked, but undecided: the verdict must not read "ready"
     assert "fit was not tested" in f.summary and "--peak-gb" in f.fix
+
+
+def test_page_cache_inside_a_container_says_the_flush_runs_on_the_host():
+    """Issue 15: inside a container /proc/sys is read-only; the fix must say where it runs."""
+    base = load_facts_fixture("gb10_page_cache")
+    f = run_check("G3", patch(base, {"host.container.markers": ["/.dockerenv"]}))
+    assert f.code == "G3.page-cache-container" and f.fix_where == "host"
+    assert "on the host" in f.fix and "read-only" in f.fix
+    g = run_check("G3", patch(base, {"host.container.markers": []}))
+    assert g.code == "G3.page-cache" and "on the host as root" in g.fix
+
+
+def test_an_inference_workload_is_not_asked_for_an_optimizer():
+    f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), Workload(method="inference", params_b=70))
+    assert f.code == "G3.fit-untested" and "KV cache" in f.summary and "optimizer" not in f.summary

@@ -82,3 +82,22 @@ def test_reason_decoder_never_crashes(mask):
     names = g4.reason_names(mask)
     assert isinstance(names, list)
     assert (mask == 0) == (names == [])
+
+
+def test_low_clock_state_fix_is_a_power_cycle_not_cooling():
+    """Issue 15: GB10's low-clock state (~700 MHz, ~17 W, P0, no reason bit while busy)."""
+    facts = patch(load_facts_fixture("gb10_ngc_2509_healthy"), {
+        "gpu.devices.0.utilization_pct": 98.0, "gpu.devices.0.sm_clock_mhz": 699.0, "gpu.devices.0.power_draw_w": 17.0,
+        "gpu.devices.0.pstate": "P0", "gpu.devices.0.clock_event_reasons": 0})
+    f = run_check("G4", facts)
+    assert f.code == "G4.low-clock-state" and f.fix_where == "host"
+    assert "699 MHz, 17 W, P0" in f.summary
+    assert f.fix.startswith("A full power cycle clears it") and "improve cooling" not in f.fix
+
+
+def test_active_reasons_lead_the_summary_before_the_temperature():
+    facts = patch(load_facts_fixture("gb10_ngc_2509_healthy"), {
+        "gpu.devices.0.temperature_c": 91.0, "gpu.devices.0.clock_event_reasons": 0x20})
+    f = run_check("G4", facts)
+    assert f.codes[:2] == ["G4.thermal-reasons", "G4.hot"]
+    assert f.summary.startswith("thermal/HW-slowdown reasons active now: SwThermalSlowdown (91 °C)")

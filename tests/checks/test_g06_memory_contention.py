@@ -96,3 +96,39 @@ def test_gpu_list_alone_still_judges_and_says_what_was_not_checked():
 
 def test_no_gpu_skips():
     assert run_check("G6", load_facts_fixture("no_gpu")).status is Status.skip
+
+
+# --------------------------------------------------------------------------- issue 15: contention in total
+def two_capped_vllm_servers():
+    """Issue 15 case 5, from the recorded vLLM box: two vLLM servers capped at 0.45 and 0.38 hold 103 of
+    the pool, 5.7 GiB available and 11 GiB swapped — each within its own cap."""
+    base = load_facts_fixture("gb10_vllm_default")
+    gib = 1024**3
+    procs, gpu = [], []
+    for n, (frac, held) in enumerate(((0.45, 55.0), (0.38, 48.0))):
+        front, engine = 500000 + 10 * n, 500001 + 10 * n
+        cmd = f"/usr/bin/python3 /usr/local/bin/vllm serve model-{n} --gpu-memory-utilization {frac}"
+        procs += [{"cmdline": cmd, "kind": "vllm", "memory_cap_source": "cmdline", "memory_fraction": frac,
+                   "name": "vllm", "pid": front, "ppid": 1, "rss_bytes": 1_200_000_000, "state": "sleeping"},
+                  {"cmdline": cmd, "kind": "vllm", "memory_cap_source": "cmdline", "memory_fraction": frac,
+                   "name": "VLLM::EngineCore", "pid": engine, "ppid": front, "rss_bytes": 3_900_000_000,
+                   "state": "running"}]
+        gpu.append({"kind": "compute", "name": "VLLM::EngineCore", "pid": engine, "used_memory_bytes": int(held * gib)})
+    mi = dict(base.memory.meminfo_bytes)
+    mi.update({"MemAvailable": int(5.7 * gib), "MemFree": int(4.9 * gib), "Cached": int(1.2 * gib),
+               "SwapTotal": 16 * gib, "SwapFree": 5 * gib})
+    return patch(base, {"processes.processes": procs, "gpu.devices.0.processes": gpu, "memory.meminfo_bytes": mi})
+
+
+def test_capped_neighbours_that_fill_the_pool_together_warn():
+    f = run_check("G6", two_capped_vllm_servers())
+    assert f.status is Status.warn and f.code == "G6.total-contention", f.summary
+    assert "2 GPU/server processes together hold 103.0 of" in f.summary and "caps add up to 0.83" in f.summary
+    assert "11.0 GiB swapped" in f.summary and f.fix_where == "host"
+
+
+def test_g3_names_neighbours_and_swap_not_the_page_cache_when_they_hold_the_pool():
+    f = run_check("G3", two_capped_vllm_servers())
+    assert f.status is Status.warn and f.code == "G3.neighbours", f.summary
+    assert "G3.swap-pressure" in f.codes and "G3.page-cache" not in f.codes
+    assert "drop_caches" not in f.fix and "will not free this" in f.fix

@@ -49,8 +49,19 @@ def test_word_match_not_substring():
 
 
 def test_no_components_is_info_with_the_count():
-    f = run_check("G8", load_facts_fixture(HEALTHY))
+    f = run_check("G8", patch(load_facts_fixture(HEALTHY), {"target.distributions": {"torch": "2.9.0a0"}}))
     assert f.status is Status.info and "5 open issues" in f.summary and "nothing was matched" in f.summary
+
+
+def test_installed_components_are_matched_without_a_workload():
+    """Issue 15: Unsloth installed in the target, Unsloth issues open: matched though --workload is silent."""
+    base = load_facts_fixture(HEALTHY)
+    issues = [*base.playbooks.issues, {"number": 140, "title": "Unsloth notebook fails on DGX Spark with torchao 0.13",
+                                       "labels": ["bug"], "updated_at": "2026-08-20T00:00:00Z"}]
+    dists = {**base.target.distributions, "unsloth": "2025.11.1"}
+    f = run_check("G8", patch(base, {"target.distributions": dists, "playbooks.issues": issues}))
+    assert f.code == "G8.open-issues" and "#140" in f.summary and "unsloth" in f.values["terms"]
+    assert "installed: " in f.detail and "unsloth" in f.detail
 
 
 def test_offline_skips_with_cache_age():

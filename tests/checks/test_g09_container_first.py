@@ -39,8 +39,18 @@ def test_bare_venv_with_off_matrix_packages_warns_listing_them():
 
 
 def test_no_marker_and_on_matrix_is_unknown_never_bare():
+    base = load_facts_fixture("gb10_vllm_default")
+    f = run_check("G9", patch(base, {"host.os_release": {"NAME": "Ubuntu", "VERSION_ID": "24.04"}}))
+    assert f.status is Status.unknown and f.code == "G9.no-marker" and "does not prove a bare host" in f.summary
+
+
+def test_a_venv_on_the_dgx_os_host_is_bare_pip():
+    """Issue 15: a venv target with DGX OS's host-only os-release keys and no container marker is
+    positive evidence of bare pip: a warning, not unknown."""
     f = run_check("G9", load_facts_fixture("gb10_vllm_default"))
-    assert f.status is Status.unknown and "does not prove a bare host" in f.summary
+    assert f.status is Status.warn and f.code == "G9.bare-pip", f.summary
+    assert "DGX_OTA_VERSION" in f.summary and "/home/jethac/.venv" in f.summary
+    assert "nvcr.io/nvidia/pytorch" in f.fix and f.fix_where == "host"
 
 
 def test_unavailable_marker_match_with_system_python_is_unknown_even_off_matrix():
@@ -53,10 +63,20 @@ def test_unavailable_marker_match_with_system_python_is_unknown_even_off_matrix(
     assert any("transformers 4.57.1" in n for n in f.notes)
 
 
-def test_matrix_past_its_horizon_warns():
+def test_matrix_past_its_horizon_alone_is_a_dated_note_not_a_warning():
+    """Issue 15: a stale matrix on its own must not make every live run warn (exit 0 unreachable)."""
     facts = patch(load_facts_fixture(HEALTHY), {"collected_at": datetime(2027, 1, 20, tzinfo=timezone.utc)})  # noqa: UP017
     f = run_check("G9", facts)
-    assert f.status is Status.warn and "refresh horizon" in f.summary and "--matrix" in f.fix
+    assert f.status is Status.passed and any("refresh horizon" in n and "2026-" in n for n in f.notes)
+
+
+def test_matrix_past_its_horizon_with_off_matrix_packages_warns():
+    base = load_facts_fixture(HEALTHY)
+    dists = {**base.target.distributions, "transformers": "4.58.0"}
+    facts = patch(base, {"collected_at": datetime(2027, 1, 20, tzinfo=timezone.utc),  # noqa: UP017
+                         "target.distributions": dists, "host.container.image_kind": "other"})
+    f = run_check("G9", facts)
+    assert f.status is Status.warn and f.code == "G9.stale-matrix-off-matrix" and "--matrix" in f.fix
 
 
 def test_newer_major_than_verified_warns():

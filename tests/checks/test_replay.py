@@ -19,8 +19,10 @@ EXPECTED: dict[str, tuple[str, str, dict[str, str]]] = {
         "G7": "pass", "G8": "pass", "G9": "pass", "G10": "pass"}),
     "gb10_bare_pip_cu128": ("dgx-spark", "blocked", {"G1": "fail", "G2": "pass", "G9": "warn"}),
     "gb10_page_cache": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "warn", "G6": "pass"}),
-    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "unknown", "G6": "warn", "G9": "unknown"}),
-    "gb10_two_node_tp2": ("dgx-spark", "blocked", {"G8": "warn", "G9": "info", "G10": "fail"}),
+    "gb10_vllm_default": ("dgx-spark", "ready-with-warnings", {"G1": "pass", "G3": "unknown", "G6": "warn", "G9": "warn"}),
+    # a vLLM recipe with TP 2 across two Sparks, replayed with its serving workload: a trade-off, not a
+    # blocker (issue 15); judged without a workload (below) or as training, it blocks
+    "gb10_two_node_tp2": ("dgx-spark", "ready-with-warnings", {"G8": "warn", "G9": "info", "G10": "warn"}),
     "gb10_torchao_013": ("dgx-spark", "blocked", {"G1": "pass", "G2": "warn", "G9": "fail"}),
     "h200_generic": ("nvidia", "ready-with-warnings", {
         "identity": "info", "G1": "pass", "G3": "unknown", "G4": "info", "G5": "info", "G7": "info", "G8": "skip",
@@ -73,10 +75,11 @@ def test_healthy_is_ready_only_because_every_check_answered():
 
 def test_blocked_scenarios_fail_for_the_reason_they_were_built_for():
     kb = sparkops.knowledge.load()
-    reasons = {"gb10_bare_pip_cu128": ("G1", "CUDA 12.8"), "gb10_two_node_tp2": ("G10", "spans nodes"),
+    reasons = {"gb10_bare_pip_cu128": ("G1", "CUDA 12.8"), "gb10_two_node_tp2": ("G10", "across nodes"),
                "gb10_torchao_013": ("G9", "torchao 0.13.0+git"), "no_gpu": ("identity", "no NVIDIA GPU visible")}
+    training = {"gb10_two_node_tp2": bf.WORKLOADS["gb10_two_node_tp2"].model_copy(update={"method": "full"})}
     for name, (gid, text) in reasons.items():
-        _, findings = sparkops.checks.judge(load_facts_fixture(name), kb, bf.WORKLOADS[name])
+        _, findings = sparkops.checks.judge(load_facts_fixture(name), kb, training.get(name, bf.WORKLOADS[name]))
         failing = [f for f in findings if f.status.value == "fail"]
         assert [f.gotcha for f in failing] == [gid], name
         assert text in failing[0].summary
@@ -95,5 +98,7 @@ def test_replay_without_a_workload(name):
     assert verdict.verdict(findings) == EXPECTED_NO_WORKLOAD[name]
     by = {f.gotcha: f for f in findings}
     if by["identity"].status.value != "fail":
-        assert by["G8"].status.value in ("info", "skip")  # nothing to match against
+        # no workload: only the components installed in the target are matched (issue 15)
+        assert by["G8"].status.value in ("pass", "warn", "skip")
+        assert by["G8"].code != "G8.open-issues" or "installed" in by["G8"].detail
         assert by["G7"].status.value == "info"  # no precision planned: hardware only

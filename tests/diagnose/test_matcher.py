@@ -287,7 +287,9 @@ def test_facts_confirm_a_cuda12_torch():
     with_facts = diagnose_text(text, facts=load_facts_fixture("gb10_bare_pip_cu128")).findings[0]
     assert plain.gotcha == with_facts.gotcha == "G1"
     assert with_facts.confidence > plain.confidence
-    assert [(f.fact, f.value, f.effect) for f in with_facts.facts] == [("target.live.cuda", "12.8", "confirms")]
+    # the G1 owner's decision (the same one preflight prints), not a re-derivation
+    assert [(f.fact, f.effect) for f in with_facts.facts] == [("G1.wheel-cuda12", "confirms")]
+    assert "CUDA 12.8" in with_facts.facts[0].value
 
 
 def test_facts_rule_out_g1_and_turn_an_undefined_symbol_into_drift():
@@ -310,7 +312,8 @@ def test_facts_confirm_contention_and_tensor_parallel():
     d = diagnose_text("the launch hangs at NCCL init over ConnectX-7 with tensor parallel",
                       facts=load_facts_fixture("gb10_two_node_tp2"))
     f = d.findings[0]
-    assert f.gotcha == "G10" and {x.fact for x in f.facts} == {"configs.hits", "host.env.WORLD_SIZE"}
+    assert f.gotcha == "G10" and {x.fact for x in f.facts} == {"G10.train-tp-across-nodes"}
+    assert "WORLD_SIZE=2 > LOCAL_WORLD_SIZE=1" in f.facts[0].value
 
 
 def test_facts_in_a_pinned_container_weaken_drift():

@@ -203,7 +203,7 @@ def test_tensor_parallel_across_two_sparks_fails_g10():
     rep = fleet([node(0, _with_tp(spark_a(), "2")), node(1, _with_tp(spark_a(), "2"))])
     f = finding(rep, "fleet.topology")
     assert f.status is Status.fail and f.gotcha == "G10" and f.ranks == [0, 1]
-    assert f.summary.startswith("2 node(s), world size 2") and "spans nodes" in f.summary
+    assert f.summary.startswith("2 node(s), world size 2") and "across nodes" in f.summary
     assert f.fix and rep.verdict == "blocked"
 
 

@@ -283,3 +283,13 @@ def test_unavailable_section_says_why():
     f = host.unavailable(Why.timeout, "probe still running")
     assert isinstance(f.arch, Unavailable) and f.arch.unavailable == Why.timeout
     assert isinstance(f.container.image_kind, Unavailable)
+
+
+def test_ngc_image_with_pip_installed_unsloth_is_ngc_not_the_unsloth_container(tmp_path):
+    """Issue 15: `pip install unsloth` inside nvcr.io/nvidia/pytorch is NGC's stack with Unsloth on top."""
+    from sparkops.probes.host import _container
+
+    (tmp_path / "usr/local/lib/python3.12/dist-packages/unsloth").mkdir(parents=True)
+    (tmp_path / ".dockerenv").write_text("")
+    facts = _container({"NVIDIA_PYTORCH_VERSION": "25.09", "NVIDIA_BUILD_ID": "1"}, tmp_path)
+    assert facts.image_kind == "ngc-pytorch" and "unsloth" not in facts.image_hint.lower()

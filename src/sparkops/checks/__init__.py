@@ -45,7 +45,7 @@ CHECKS: dict[str, ModuleType] = {
 def context(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> CheckContext:
     ident = identity.identify(facts, kb)
     return CheckContext(facts=facts, kb=kb, workload=workload or Workload(), platform=ident.platform,
-                        profile=ident.profile, headroom_gb=identity.headroom_gb(facts, ident, kb))
+                        profile=ident.profile, headroom_gib=identity.headroom_gib(facts, ident, kb))
 
 
 def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tuple[CheckContext, list[Finding]]:
@@ -61,6 +61,7 @@ def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tupl
         except Exception as exc:  # a rule bug becomes a visible unknown, never a crash
             f = Finding(gotcha=gid, status=Status.unknown,
                         summary=f"internal error in the {gid} check: {type(exc).__name__}: {exc}"[:300],
-                        detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.")
+                        detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.",
+                        code="internal-error", codes=["internal-error"])
         findings.append(f)
     return ctx, findings

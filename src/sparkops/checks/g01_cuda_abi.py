@@ -14,22 +14,20 @@ import re
 import signal
 
 from sparkops.checks import gpu_visibility
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
+from sparkops.checks.base import (
+    CheckContext,
+    Evidence,
+    Finding,
+    Reason,
+    canonical_name,
+    ev,
+    installed,
+    reason,
+)
 from sparkops.facts.model import ExtensionNeeds, TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, known
 
 GID = "G1"
-
-TRIAGE_FIX = (
-    "Work the GPU-visibility triage in order: container flags `--runtime=nvidia --gpus all`, "
-    "CUDA_VISIBLE_DEVICES, /dev/nvidia* permissions, a wedged CUDA context (retry from a fresh shell); "
-    "reinstall torch only when torch.version.cuda is not the driver's CUDA major."
-)
-LEFTOVER_FIX = (
-    "Remove the leftovers: `pip uninstall` the nvidia-*-cu12 wheels and drop the stale libcudart.so.12 "
-    "path from /etc/ld.so.conf.d (then `sudo ldconfig`), unless something you still run needs them."
-)
-
 
 def _major(cuda: str | None) -> int | None:
     """``"13.0"`` -> 13; anything unparseable -> None."""
@@ -80,13 +78,11 @@ def _capability(ctx: CheckContext) -> tuple[int, int] | None:
     return None
 
 
-def _arch_notes(live: TorchLive, cap: tuple[int, int], warns: list[tuple[str, str]], notes: list[str]) -> None:
+def _arch_notes(live: TorchLive, cap: tuple[int, int], warns: list[Reason], notes: list[str]) -> None:
     """Judge the arch list against the device: sm_120 code runs on 12.1 (same major, lower minor)."""
     covering = _covering(live.arch_list, cap)
     if covering is None:
-        warns.append((f"torch's arch list ({', '.join(live.arch_list)}) has no kernels that run on capability "
-                      f"{cap}: expect 'no kernel image is available for execution on the device'",
-                      "Install a torch build whose arch list covers this GPU (cu130 wheels or an NGC container)."))
+        warns.append(reason("G1.arch-no-kernels", arch_list=", ".join(live.arch_list), capability=f"{cap}"))
         return
     entry, how = covering
     exact = _arch(entry)
@@ -125,6 +121,35 @@ def _loaded_variants(exts: list[ExtensionNeeds], cuda: str | None, token: str,
     return [e for e in exts if id(e) not in dropped]
 
 
+def _torch_family(dists: dict[str, str]) -> list[str]:
+    """The installed packages built against one CUDA that must move with torch: torch, torchvision,
+    torchaudio, and any other distribution whose local version tag names a CUDA (``+cu128``)."""
+    family = [n for n in ("torch", "torchvision", "torchaudio") if n in dists]
+    family += sorted(n for n, v in dists.items() if n not in family and re.search(r"\+cu\d{2,3}\b", v or ""))
+    return family or ["torch"]
+
+
+def _index_for(cuda: str | None, indexes: list[str]) -> str:
+    """The newest PyTorch wheel index a driver supporting CUDA ``cuda`` can run (cu128 for 12.8, 12.9)."""
+    m = re.match(r"\s*(\d+)\.(\d+)", cuda or "")
+    if not m:
+        return indexes[-1]
+    have = int(m.group(1)) * 10 + int(m.group(2))
+    fitting = [i for i in indexes if int(i[2:]) <= have]
+    return fitting[-1] if fitting else indexes[0]
+
+
+def _reinstall_values(dists: dict[str, str], index: str) -> dict[str, str]:
+    """Template values for a reinstall that moves every package of torch's CUDA family together and
+    removes the CUDA-12 runtime wheels it leaves behind."""
+    family = _torch_family(dists)
+    cu12 = sorted(d for d in dists if d.startswith("nvidia-") and d.endswith("-cu12"))
+    moving = ", ".join(f"{n} {dists[n]}" if n in dists else n for n in family)
+    drop = f"; then `pip uninstall -y {' '.join(cu12)}` (CUDA-12 runtime wheels left behind)" if cu12 else ""
+    return {"packages": " ".join(family), "moving": moving, "index": index,
+            "index_url": f"https://download.pytorch.org/whl/{index}", "uninstall": drop}
+
+
 def check(ctx: CheckContext) -> Finding:
     facts, kb = ctx.facts, ctx.kb
     target = facts.target
@@ -134,12 +159,13 @@ def check(ctx: CheckContext) -> Finding:
     tl = target.live if isinstance(target.live, TorchLive) else None
     dists = installed(facts)
     evidence: list[Evidence] = [ev("target.python", target.python)]
-    fails: list[str] = []
-    warns: list[tuple[str, str]] = []  # (text, fix)
+    fails: list[Reason] = []
+    warns: list[Reason] = []
     notes: list[str] = []
-    unknowns: list[str] = []
-    abi_fail = False  # a failure the catalog fix (reinstall from cu130 / use a container) addresses
+    unknowns: list[Reason] = []
     gpu_host = ctx.platform != "none"
+    indexes: list[str] = kb.t("g1.torch_indexes")
+    where = "container" if ctx.facts.host.container.markers else "target-env"
 
     # -- what torch says about itself: the static read first, the live import second
     version: str | None = None
@@ -159,24 +185,24 @@ def check(ctx: CheckContext) -> Finding:
         (isinstance(static, Unavailable) and static.unavailable is Why.not_found)
         or (tl is not None and not tl.import_ok and "No module named 'torch'" in tl.error)
     )
+    expected = ctx.profile.expected_cuda_major if ctx.profile else None
+    cuda_major = _major(cuda)
+    driver_cuda = str(facts.gpu.cuda_driver_version) if known(facts.gpu.cuda_driver_version) else None
+    driver_major = _major(driver_cuda)
+    want_index = f"cu{expected}0" if expected and f"cu{expected}0" in indexes else _index_for(driver_cuda, indexes)
+    reinstall = _reinstall_values(dists, want_index)
 
     # -- the live import: a raise or a signal is proof, a timeout is not
     if tl is not None and not tl.import_ok and not torch_missing:
         if tl.died_by_signal:
-            fails.append(f"`import torch` died by {_signal_name(tl.died_by_signal)}"
-                         + (f" ({tl.error})" if tl.error else ""))
-            abi_fail = True
+            fails.append(reason("G1.import-died", signal=_signal_name(tl.died_by_signal),
+                                error=f" ({tl.error})" if tl.error else "", **reinstall))
         elif tl.timed_out:
-            unknowns.append(f"`import torch` did not finish within {tl.duration_s:.0f} s (a hang at import "
-                            "is a sign of trouble, not proof of an ABI mismatch)")
+            unknowns.append(reason("G1.import-timeout", seconds=round(tl.duration_s)))
         else:
-            fails.append(f"`import torch` raised: {tl.error or 'an unnamed error'}")
-            abi_fail = True
+            fails.append(reason("G1.import-raised", error=tl.error or "an unnamed error", **reinstall))
 
     # -- the torch build against the platform
-    cuda_major = _major(cuda)
-    driver_cuda = str(facts.gpu.cuda_driver_version) if known(facts.gpu.cuda_driver_version) else None
-    driver_major = _major(driver_cuda)
     evidence.append(ev("gpu.cuda_driver_version", str(facts.gpu.cuda_driver_version)))
     built = ""
     if version is not None:
@@ -184,29 +210,29 @@ def check(ctx: CheckContext) -> Finding:
         ngc = ".nv" in tag and not tag.startswith("cu")
         built = (f"torch {version} is a CPU-only build" if cpu_build
                  else f"torch {version} built for CUDA {cuda}" + (" (NGC build: no cu tag, as expected)" if ngc else ""))
-        expected = ctx.profile.expected_cuda_major if ctx.profile else None
         if cpu_build and gpu_host:
-            fails.append(f"{built} on a GPU host")
-            abi_fail = True
+            fails.append(reason("G1.cpu-only", version=version, **reinstall))
         elif cpu_build:
             notes.append("no NVIDIA GPU is visible, so a CPU-only torch is consistent with this host")
-        elif ctx.platform == "dgx-spark" and expected and cuda_major is not None and cuda_major < expected:
-            fails.append(f"{built}; DGX Spark runs CUDA {expected}"
-                         + (f" (driver supports {driver_cuda})" if driver_cuda else ""))
-            abi_fail = True
         elif gpu_host and driver_major is not None and cuda_major is not None and cuda_major > driver_major:
-            fails.append(f"{built}, newer than the driver supports (CUDA {driver_cuda})")
-            abi_fail = True
+            older = _index_for(driver_cuda, indexes)
+            fails.append(reason("G1.driver-cuda-too-old", version=version, cuda=cuda, driver_cuda=driver_cuda,
+                                cuda_major=cuda_major, **_reinstall_values(dists, older)))
+        elif ctx.platform == "dgx-spark" and expected and cuda_major is not None and cuda_major < expected:
+            fails.append(reason("G1.wheel-cuda12", version=version, cuda=cuda, expected=expected,
+                                driver=f" (driver supports {driver_cuda})" if driver_cuda else "", **reinstall))
         elif gpu_host and driver_major is None and not (ctx.platform == "dgx-spark" and expected):
             notes.append("the driver's CUDA version was not read, so torch's CUDA major was not compared with it")
 
-    # -- torch imports but sees no GPU although the host has one: the triage, not a reinstall
-    triage_fix = TRIAGE_FIX
+    # -- torch imports but sees no GPU although the host has one: the triage decides whose problem it is
     if tl is not None and tl.import_ok and gpu_host and tl.cuda_available is False and cuda_major:
-        err = f" ({tl.cuda_error})" if tl.cuda_error else ""
         tri = gpu_visibility.triage(facts)
-        fails.append(f"torch {version} imports but torch.cuda.is_available() is False{err}; {tri.summary()}")
-        triage_fix = tri.fix() or TRIAGE_FIX
+        err = f" ({tl.cuda_error})" if tl.cuda_error else ""
+        if tri.fired is not None and tri.fired < 5:
+            notes.append(f"torch {version} imports but sees no GPU{err}: {tri.summary()} — a visibility problem "
+                         "(identity), not the CUDA ABI")
+        elif not fails:
+            fails.append(reason("G1.no-gpu-in-torch", version=version, error=err, triage=tri.summary(), **reinstall))
 
     # -- arch list against the device
     cap = _capability(ctx)
@@ -234,10 +260,9 @@ def check(ctx: CheckContext) -> Finding:
                 if registered is None:
                     unjudged.add(lib)
                 elif lib not in registered:
-                    fails.append(f"{ext.package} needs {lib} ({ext.file}): not registered with ldconfig and no "
-                                 f"{' / '.join(wheels_for[lib])} wheel provides it")
+                    fails.append(reason("G1.extension-missing-lib", package=ext.package, lib=lib, file=ext.file,
+                                        wheels=" / ".join(wheels_for[lib]), cuda=cuda or "?"))
                     evidence.append(ev(f"target.extensions[{ext.package}]", ext))
-                    abi_fail = True
         if unjudged:
             notes.append(f"ldconfig was not read, so extensions needing {', '.join(sorted(unjudged))} were not judged")
         if target.extensions_truncated:
@@ -250,49 +275,38 @@ def check(ctx: CheckContext) -> Finding:
         evidence.append(ev("cuda_libs.ldconfig[libcudart*]",
                            {k: v for k, v in ldc.items() if k.startswith("libcudart")}))  # type: ignore[union-attr]
         if "libcudart.so.12" in registered and "libcudart.so.13" in registered:
-            warns.append(("libcudart.so.12 and libcudart.so.13 are both registered with ldconfig (an earlier "
-                          "install's leftover: CUDA-12 wheels then load a runtime the rest of the stack does not use)",
-                          LEFTOVER_FIX))
+            warns.append(reason("G1.cudart12-registered"))
     cu12 = sorted(d for d in dists if d.startswith("nvidia-") and d.endswith("-cu12"))
     has_cu13 = any(d.startswith("nvidia-") and d.endswith("-cu13") for d in dists) or (cuda_major or 0) >= 13
-    if cu12 and has_cu13:
-        warns.append((f"CUDA-12 wheels installed beside a CUDA-13 stack: {', '.join(cu12)}", LEFTOVER_FIX))
+    if cu12 and has_cu13 and not fails:
+        warns.append(reason("G1.cu12-wheels-beside-cu13", wheels=", ".join(cu12), uninstall=" ".join(cu12)))
         evidence.append(ev("target.distributions[nvidia-*-cu12]", {d: dists[d] for d in cu12}))
     cudart13 = facts.cuda_libs.cudart13_load
     if cudart13 is False and ctx.platform == "dgx-spark":
         notes.append("ctypes could not load the system libcudart.so.13"
                      + (f" ({facts.cuda_libs.cudart13_error})" if facts.cuda_libs.cudart13_error else "")
                      + ": wheels that bundle their runtime still work, system-linked extensions will not")
+    if where == "container":
+        notes.append("this runs inside a container: a package fix belongs in the image (its Dockerfile), a driver "
+                     "fix on the host")
 
     # -- one status: fail > unknown > warn > pass/info/skip
+    warn_lines = [ctx.line(w) for w in warns]
     if fails:
-        summary = fails[0] + (f" (+{len(fails) - 1} more)" if len(fails) > 1 else "")
-        detail = "; ".join(fails[1:] + [w for w, _ in warns])
-        kw = {} if abi_fail else {"fix": triage_fix}
-        return ctx.finding(GID, Status.fail, summary, detail=detail, evidence=evidence,
-                           notes=notes + unknowns, **kw)
+        return ctx.conclude(GID, fails + warns, evidence=evidence, notes=notes + [ctx.line(u) for u in unknowns])
     if torch_missing:
-        return ctx.finding(GID, Status.skip, f"torch not installed in {python}", evidence=evidence,
-                           notes=notes + [w for w, _ in warns])
+        return ctx.decide(GID, "G1.torch-missing", python=python, evidence=evidence, notes=notes + warn_lines)
     if unknowns:
-        return ctx.finding(GID, Status.unknown, unknowns[0] + (f"; {built}" if built else ""),
-                           detail="Run `python -c 'import torch'` in that environment by hand to see whether it "
-                                  "hangs, or re-run with a longer timeout.",
-                           evidence=evidence, notes=notes + [w for w, _ in warns])
+        return ctx.conclude(GID, unknowns, reading=built, evidence=evidence, notes=notes + warn_lines)
     if version is None:
         why = f": {static}" if isinstance(static, Unavailable) else ""
-        return ctx.finding(GID, Status.skip, f"torch's build could not be read in {python}{why}",
-                           detail="Tried torch/version.py (static) and the live import.", evidence=evidence,
-                           notes=notes + [w for w, _ in warns])
+        return ctx.decide(GID, "G1.build-unread", python=python, why=why, evidence=evidence, notes=notes + warn_lines)
     if warns:
-        summary = warns[0][0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else "")
-        return ctx.finding(GID, Status.warn, summary, detail="; ".join([built] + [w for w, _ in warns[1:]]),
-                           evidence=evidence, notes=notes, fix=warns[0][1])
+        return ctx.conclude(GID, warns, reading=built, evidence=evidence, notes=notes)
     if not gpu_host:
-        return ctx.finding(GID, Status.info, f"{built}; no NVIDIA GPU visible, so the build is not judged against "
-                           "a driver (identity fails first)", evidence=evidence, notes=notes)
+        return ctx.decide(GID, "G1.no-gpu-host", built=built, evidence=evidence, notes=notes)
     driver = f"; driver supports CUDA {driver_cuda}" if driver_cuda else ""
     # the spec wants the harmless (8.0)-(12.0) warning explained where the user reads, not only in notes
     arch = next((n for n in notes if n.startswith(("torch's arch list ends at", "no SASS for"))), "")
-    return ctx.finding(GID, Status.passed, f"{built}{driver}" + (f"; {arch}" if arch else ""), evidence=evidence,
-                       notes=notes)
+    return ctx.decide(GID, "G1.ok", built=built, driver=driver, arch=f"; {arch}" if arch else "",
+                      evidence=evidence, notes=notes)

@@ -7,25 +7,17 @@ Unsloth's loader switches to flash-attention-2 whenever flash-attn is importable
 
 from __future__ import annotations
 
-from sparkops.checks.base import CheckContext, Finding, Status, ev, installed
+from sparkops.checks.base import CheckContext, Finding, ev, installed
 from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 
 GID = "G2"
 
-UNSLOTH_FIX = (
-    "Before `from_pretrained`, turn Unsloth's auto-detect off: "
-    "`import unsloth.models._utils as u; u.HAS_FLASH_ATTENTION = False` "
-    "(or `pip uninstall flash-attn` outside a container). Plain TRL/PEFT honours attn_implementation=\"sdpa\"."
-)
-BROKEN_FIX = "`pip uninstall flash-attn` (transformers may still try to use it); use attn_implementation=\"sdpa\"."
-
-
 def check(ctx: CheckContext) -> Finding:
     target = ctx.facts.target
     if not known(target.distributions):
-        return ctx.finding(GID, Status.skip, f"installed packages were not read: {target.distributions}",
-                           detail="flash-attn and Unsloth presence come from the target environment's package list.")
+        return ctx.decide(GID, "G2.unread", why=str(target.distributions),
+                          detail="flash-attn and Unsloth presence come from the target environment's package list.")
     dists = installed(ctx.facts)
     fa = dists.get("flash-attn")
     unsloth = dists.get("unsloth")
@@ -44,28 +36,19 @@ def check(ctx: CheckContext) -> Finding:
 
     if fa is None:
         note = [f"Unsloth {unsloth} will use SDPA: flash-attn is absent"] if unsloth else []
-        return ctx.finding(GID, Status.passed, f"flash-attn not installed: SDPA is the path{sdp}",
-                           evidence=evidence, notes=note)
+        return ctx.decide(GID, "G2.absent", sdp=sdp, evidence=evidence, notes=note)
     imported = live.flash_attn_import if live is not None else None
     if imported is False:
         err = live.flash_attn_error if live is not None and live.flash_attn_error else "an import error"
-        return ctx.finding(GID, Status.warn, f"flash-attn {fa} is installed but fails to import: {err}",
-                           detail="transformers and Unsloth probe for flash-attn and may pick it anyway; "
-                                  "a broken install is worse than none.",
-                           evidence=evidence, fix=BROKEN_FIX)
+        return ctx.decide(GID, "G2.broken", fa=fa, error=err,
+                          detail="transformers and Unsloth probe for flash-attn and may pick it anyway; "
+                                 "a broken install is worse than none.", evidence=evidence)
     tested = "imports" if imported else "installed (import not tested in this run)"
     if unsloth:
-        return ctx.finding(GID, Status.warn,
-                           f"flash-attn {fa} {tested} beside Unsloth {unsloth}: Unsloth's loader uses "
-                           "flash-attention-2 even when attn_implementation=\"sdpa\" is requested",
-                           evidence=evidence, fix=UNSLOTH_FIX)
+        return ctx.decide(GID, "G2.unsloth-autodetect", fa=fa, tested=tested, unsloth=unsloth, evidence=evidence)
     if imported and in_container:
-        return ctx.finding(GID, Status.passed, f"flash-attn {fa} imports in {where} (bundled build); "
-                           f"no Unsloth, so attn_implementation is honoured{sdp}", evidence=evidence)
+        return ctx.decide(GID, "G2.bundled", fa=fa, where=where, sdp=sdp, evidence=evidence)
     if imported:
-        return ctx.finding(GID, Status.info, f"flash-attn {fa} imports in a non-container environment "
-                           f"(a local build); no Unsloth, so attn_implementation is honoured{sdp}",
-                           detail="SDPA is as fast or faster on this hardware; keep flash-attn only if "
-                                  "something needs it.", evidence=evidence)
-    return ctx.finding(GID, Status.info, f"flash-attn {fa} installed in {where}; its import was not tested "
-                       "(quick run); no Unsloth, so attn_implementation is honoured", evidence=evidence)
+        return ctx.decide(GID, "G2.local-build", fa=fa, sdp=sdp, evidence=evidence,
+                          detail="SDPA is as fast or faster on this hardware; keep flash-attn only if something needs it.")
+    return ctx.decide(GID, "G2.untested", fa=fa, where=where, evidence=evidence)

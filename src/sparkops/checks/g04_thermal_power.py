@@ -9,7 +9,7 @@ throttling needs 10–15 minutes of samples under load.
 
 from __future__ import annotations
 
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
 from sparkops.facts.model import GpuDevice
 from sparkops.facts.reading import Unavailable, Why, known
 
@@ -23,6 +23,16 @@ REASONS = {
 }
 
 
+def low_clock_state(kb, util: float | None, clock_mhz: float | None, power_w: float | None = None,  # noqa: ANN001
+                    power_max_w: float | None = None) -> bool:
+    """GB10's low-clock state: busy, yet the SM clock far down (and, where the power is judged, the power
+    too), with no reason bit. One predicate for the snapshot (preflight) and the samples (watch)."""
+    if util is None or clock_mhz is None:
+        return False
+    busy = util >= float(kb.t("g4.busy_util_pct")) and clock_mhz < float(kb.t("g4.low_clock_mhz"))
+    return busy and (power_max_w is None or power_w is None or power_w < power_max_w)
+
+
 def reason_names(mask: int) -> list[str]:
     """Decode an NVML clock-event bitmask into reason names (unknown bits as hex)."""
     names = [n for bit, n in REASONS.items() if mask & bit]
@@ -32,7 +42,7 @@ def reason_names(mask: int) -> list[str]:
     return names
 
 
-def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str],
+def _device(ctx: CheckContext, dev: GpuDevice, warns: list[Reason], notes: list[str],
             evidence: list[Evidence]) -> str | None:
     """One device's reading; appends its warnings and notes. None when nothing was read."""
     kb = ctx.kb
@@ -44,7 +54,7 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str
         parts.append(f"{dev.temperature_c:.0f} °C")
         evidence.append(ev(f"{p}.temperature_c", dev.temperature_c))
         if dev.temperature_c >= float(kb.t("g4.hot_c")):  # type: ignore[operator]
-            warns.append(f"{label}hot now: {dev.temperature_c:.0f} °C (≥ {kb.t('g4.hot_c'):.0f} °C)")
+            warns.append(reason("G4.hot", label=label, temp_c=dev.temperature_c, hot_c=float(kb.t("g4.hot_c"))))
     if known(dev.power_draw_w):
         evidence.append(ev(f"{p}.power_draw_w", dev.power_draw_w))
         if known(dev.power_limit_w):
@@ -72,7 +82,8 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str
         evidence.append(ev(f"{p}.clock_event_reasons", mask))
         thermal = mask & int(kb.t("g4.thermal_reason_mask"))
         if thermal:
-            warns.append(f"{label}thermal/HW-slowdown reasons active: {', '.join(reason_names(thermal))}")
+            warns.append(reason("G4.thermal-reasons", label=label, reasons=", ".join(reason_names(thermal)),
+                                temp=f"{dev.temperature_c:.0f} °C" if known(dev.temperature_c) else "temperature unread"))
     if not parts:
         return None
     # counters: growth during the collection window is heat now; the totals are history
@@ -84,8 +95,8 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str
         if key in start and key in end:
             grew = end[key] - start[key]
             if grew >= int(kb.t("g4.counter_growth_warn_us")):
-                warns.append(f"{label}{key} counter grew {grew / 1000:.0f} ms during the "
-                             f"{dev.violation_window_s:.1f} s check")
+                warns.append(reason("G4.thermal-counter-growing", label=label, counter=key, grew_ms=grew / 1000,
+                                    window_s=dev.violation_window_s))
     if start and not any(k in end for k in kb.t("g4.thermal_counters")):
         notes.append("violation counters were read once only: growth during the check is unknown")
     cap_us = end.get("sw_power_cap", start.get("sw_power_cap"))
@@ -94,30 +105,33 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[str], notes: list[str
                      "not a problem by itself" if spark else f"SW power-cap counter {cap_us / 1e6:,.0f} s since boot")
     # GB10's low-clock state: busy, P0, clocks far down, no reason bit
     util = dev.utilization_pct
-    if (spark and known(util) and known(dev.sm_clock_mhz) and util >= float(kb.t("g4.busy_util_pct"))  # type: ignore[operator]
-            and dev.sm_clock_mhz < float(kb.t("g4.low_clock_mhz"))):  # type: ignore[operator]
-        warns.append(f"{label}busy ({util:.0f}%) at only {dev.sm_clock_mhz:.0f} MHz: GB10's low-clock state "
-                     "(only a full power cycle clears it)")
+    if spark and known(util) and known(dev.sm_clock_mhz) and low_clock_state(kb, util, dev.sm_clock_mhz):  # type: ignore[arg-type]
+        warns.append(reason("G4.low-clock-state", label=label, util=util, clock_mhz=dev.sm_clock_mhz,
+                            power=f", {dev.power_draw_w:.0f} W" if known(dev.power_draw_w) else "",
+                            pstate=f", {dev.pstate}" if known(dev.pstate) else ""))
     return label + ", ".join(parts)
+
+
+# what leads the summary: a state that needs a power cycle, then live slowdown evidence, then heat
+_ORDER = {"G4.low-clock-state": 0, "G4.thermal-reasons": 1, "G4.thermal-counter-growing": 2, "G4.hot": 3}
 
 
 def check(ctx: CheckContext) -> Finding:
     if ctx.platform == "none":
-        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: no temperature, power or clock to read")
+        return ctx.decide(GID, "G4.no-gpu")
     if not ctx.facts.gpu.devices:
-        return ctx.finding(GID, Status.skip, "the GPU's management interface (NVML, nvidia-smi) gave no readings: "
-                           f"{ctx.facts.gpu.nvml_error or ctx.facts.gpu.smi_error or 'no device listed'}")
-    warns: list[str] = []
+        return ctx.decide(GID, "G4.unread", why=ctx.facts.gpu.nvml_error or ctx.facts.gpu.smi_error or "no device listed")
+    warns: list[Reason] = []
     notes: list[str] = []
     evidence: list[Evidence] = [ev("gpu.source", ctx.facts.gpu.source)]
     readings = [r for dev in ctx.facts.gpu.devices if (r := _device(ctx, dev, warns, notes, evidence))]
     if not readings:
         dev = ctx.facts.gpu.devices[0]
-        return ctx.finding(GID, Status.skip, f"no thermal/power/clock reading from {ctx.facts.gpu.source} "
-                           f"(temperature {dev.temperature_c}, power {dev.power_draw_w})", evidence=evidence)
+        return ctx.decide(GID, "G4.no-reading", source=str(ctx.facts.gpu.source), temp=str(dev.temperature_c),
+                          power=str(dev.power_draw_w), evidence=evidence)
     notes.append("a snapshot cannot show throttling: judge 10–15 minutes of samples under a representative load")
     reading = "; ".join(readings)
     if warns:
-        return ctx.finding(GID, Status.warn, warns[0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""),
-                           detail="; ".join([reading, *warns[1:]]), evidence=evidence, notes=notes)
-    return ctx.finding(GID, Status.info, reading, evidence=evidence, notes=notes)
+        warns.sort(key=lambda r: _ORDER[r.code])
+        return ctx.conclude(GID, warns, reading=reading, evidence=evidence, notes=notes)
+    return ctx.decide(GID, "G4.snapshot", reading_now=reading, evidence=evidence, notes=notes)

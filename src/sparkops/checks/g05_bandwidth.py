@@ -23,11 +23,6 @@ from sparkops.knowledge import Knowledge, Profile
 GID = "G5"
 GIB = 1024**3
 LEVELS = ("no-reference", "above", "in-range", "near", "below", "far-below")  # from best to worst
-DEGRADED_FIX = ("Re-measure with nothing else on the GPU (`spark-ops bandwidth`). If it stays low, look for "
-                "GB10's low-clock state (G4: busy at ~700 MHz and ~17 W in P0; only a full power cycle clears "
-                "it) and for other jobs on the memory bus; until it recovers, budget throughput from the "
-                "measured figure, not the spec.")
-
 
 @dataclass(frozen=True)
 class MethodJudgment:
@@ -122,7 +117,7 @@ def _measured(ctx: CheckContext, bw: BandwidthFacts, name: str, prof: Profile | 
     evidence += [ev("bandwidth.buffer_bytes", bw.buffer_bytes), ev("bandwidth.peak_allocated_bytes", bw.peak_allocated_bytes)]
     evidence += [ev(f"bandwidth.methods[{i}].gbs_median", m.gbs_median) for i, m in enumerate(bw.methods)]
     if not bw.methods:
-        return ctx.finding(GID, Status.unknown, f"{name}: a bandwidth measurement without any result", evidence=evidence)
+        return ctx.decide(GID, "G5.no-result", name=name, evidence=evidence)
     j = judge_measurement(bw, prof, ctx.kb)
     notes = list(bw.notes)
     if bw.device_name and prof and ctx.kb.profile_for(bw.device_name) != prof:
@@ -136,20 +131,19 @@ def _measured(ctx: CheckContext, bw: BandwidthFacts, name: str, prof: Profile | 
         bad = [r for r in j.methods if r.level in ("below", "far-below")]
         worst = max(bad, key=lambda r: LEVELS.index(r.level))
         how = "far below" if worst.level == "far-below" else "well below"
-        summary = (f"{name}: {worst.method.method} {worst.method.gbs_median:.0f} GB/s (median, "
-                   f"{worst.method.operation}) is {how} the {worst.expected()} — a degraded state; measured "
-                   f"{figures}")
         if bw.forced:
             notes.append("measured with --force: another job or short memory may have pulled the figure down")
-        return ctx.finding(GID, Status.warn, summary, detail=detail, evidence=evidence, notes=notes, fix=DEGRADED_FIX)
+        return ctx.decide(GID, "G5.degraded", name=name, method=worst.method.method, gbs=worst.method.gbs_median,
+                          operation=worst.method.operation, how=how, expected=worst.expected(), figures=figures,
+                          detail=detail, evidence=evidence, notes=notes)
     if j.status is Status.info:
-        return ctx.finding(GID, Status.info, f"{name}: measured {figures}; no spec or expected range on file to "
-                           "judge it against", detail=detail, evidence=evidence, notes=notes)
+        return ctx.decide(GID, "G5.measured-no-reference", name=name, figures=figures, detail=detail,
+                          evidence=evidence, notes=notes)
     ranges = "; ".join(r.expected() for r in j.methods)
     near = [r.method.method for r in j.methods if r.level == "near"]
     tail = f" (slightly below the range: {', '.join(near)})" if near else ""
-    return ctx.finding(GID, Status.passed, f"{name}: measured {figures} — {ranges}{tail}; budget throughput from "
-                       "these, not the spec", detail=detail, evidence=evidence, notes=notes)
+    return ctx.decide(GID, "G5.measured-in-range", name=name, figures=figures, ranges=ranges, tail=tail,
+                      detail=detail, evidence=evidence, notes=notes)
 
 
 def _plan_on(prof: Profile | None) -> str:
@@ -168,7 +162,7 @@ def check(ctx: CheckContext) -> Finding:
         return _measured(ctx, bw, name, prof, [ev("gpu.devices[0].name", ident.gpu_name),
                                                ev("profile", prof.key if prof else None)])
     if ctx.platform == "none":
-        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: no memory bandwidth to budget")
+        return ctx.decide(GID, "G5.no-gpu")
     ident = identity.identify(ctx.facts, ctx.kb)
     name = ident.gpu_name or "this GPU"
     prof = ctx.profile
@@ -180,24 +174,20 @@ def check(ctx: CheckContext) -> Finding:
                   "jobs run or memory is short (`spark-ops bandwidth --force` measures anyway)." if refused else
                   "The measurement was asked for but could not run in the target interpreter; "
                   "`spark-ops bandwidth --python PATH` shows the same reason.")
-        return ctx.finding(GID, Status.skip, f"{name}: bandwidth not measured: {bw.detail or bw.unavailable.value}"
-                           + _plan_on(prof), evidence=evidence, detail=detail)
+        return ctx.decide(GID, "G5.not-measured", name=name, why=bw.detail or bw.unavailable.value,
+                          plan_on=_plan_on(prof), evidence=evidence, detail=detail)
     if prof is None or prof.spec_bandwidth_gbs is None:
-        return ctx.finding(GID, Status.info, f"no spec bandwidth on file for {name}: a measured figure would be "
-                           "reported in GB/s without a ratio to spec", evidence=evidence,
-                           detail="Add the model's datasheet figure to gpu_profiles.yaml to get a budget.")
+        return ctx.decide(GID, "G5.no-spec", name=name, evidence=evidence,
+                          detail="Add the model's datasheet figure to gpu_profiles.yaml to get a budget.")
     spec = prof.spec_bandwidth_gbs
     evidence.append(ev("profile.spec_bandwidth_gbs", spec))
     if prof.measured_bandwidth_gbs:
         lo, hi = prof.measured_bandwidth_gbs
         evidence.append(ev("profile.measured_bandwidth_gbs", [lo, hi]))
-        return ctx.finding(GID, Status.info,
-                           f"{name}: spec {spec:.0f} GB/s; plan on {lo:.0f}–{hi:.0f} GB/s measured "
-                           f"({lo / spec:.0%}–{hi / spec:.0%} of spec)",
-                           detail=prof.notes or "", evidence=evidence,
-                           notes=["not measured in this run (opt-in: `spark-ops preflight --measure` or "
-                                  "`spark-ops bandwidth`; it allocates memory and loads the GPU)"])
-    return ctx.finding(GID, Status.info, f"{name}: spec {spec:.0f} GB/s (datasheet); expect a copy test to reach "
-                       "well below it — budget from a measurement, not the spec figure", evidence=evidence,
-                       notes=["not measured in this run (opt-in: `spark-ops preflight --measure` or "
-                              "`spark-ops bandwidth`)"])
+        return ctx.decide(GID, "G5.spec-and-measured-range", name=name, spec=spec, lo=lo, hi=hi,
+                          lo_share=lo / spec, hi_share=hi / spec, detail=prof.notes or "", evidence=evidence,
+                          notes=["not measured in this run (opt-in: `spark-ops preflight --measure` or "
+                                 "`spark-ops bandwidth`; it allocates memory and loads the GPU)"])
+    return ctx.decide(GID, "G5.spec-only", name=name, spec=spec, evidence=evidence,
+                      notes=["not measured in this run (opt-in: `spark-ops preflight --measure` or "
+                             "`spark-ops bandwidth`)"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
 from sparkops.facts.model import HostProcess
 from sparkops.facts.reading import known
 
@@ -113,19 +113,18 @@ def _pool_bytes(ctx: CheckContext) -> int | None:
 
 def check(ctx: CheckContext) -> Finding:
     if ctx.platform == "none":
-        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: no GPU memory to contend for")
+        return ctx.decide(GID, "G6.no-gpu")
     table = ctx.facts.processes.processes
     gpu_lists = [d.processes for d in ctx.facts.gpu.devices if known(d.processes)]
     if not known(table) and not gpu_lists:
-        return ctx.finding(GID, Status.skip, f"process table not read ({table}) and no GPU process list from "
-                           f"{ctx.facts.gpu.source}", detail="Neighbours cannot be judged without either.")
+        return ctx.decide(GID, "G6.unread", table=str(table), source=str(ctx.facts.gpu.source))
     host = {p.pid: p for p in table} if known(table) else {}  # type: ignore[union-attr]
     kb = ctx.kb
     near = float(kb.t("g6.near_capacity_fraction"))
     heavy_b = float(kb.t("g6.heavy_neighbour_gb")) * GIB
     neighbours = _neighbours(ctx, host)
     evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
-    warns: list[str] = []
+    warns: list[Reason] = []
     notes: list[str] = []
     pool = _pool_bytes(ctx)
     pool_txt = f" of the {pool / GIB:.1f} GiB pool" if pool else ""
@@ -133,21 +132,19 @@ def check(ctx: CheckContext) -> Finding:
         big = n.mem_bytes is not None and n.mem_bytes >= heavy_b
         if n.fraction is not None:
             how = "default, no cap given" if n.cap_source == "default" else n.cap_source
-            cap = f"memory cap {n.fraction:g} ({how})"
             if n.fraction >= near:
-                warns.append(f"{n.label()} {'uncapped' if n.cap_source == 'default' else 'near capacity'}: "
-                             f"{cap}, holds {n.mem()}{pool_txt}")
+                warns.append(reason("G6.uncapped-server" if n.cap_source == "default" else "G6.near-capacity",
+                                    who=n.label(), cap=n.fraction, how=how, mem=n.mem(), pool=pool_txt))
             else:
-                notes.append(f"{n.label()} capped at {n.fraction:g} ({how}), holds {n.mem()}: fine")
+                notes.append(f"{n.label()} capped at {n.fraction:g} ({how}), holds {n.mem()}")
         elif big:
-            warns.append(f"{n.label()} holds {n.mem()}{pool_txt} with no cap")
+            warns.append(reason("G6.heavy-uncapped", who=n.label(), mem=n.mem(), pool=pool_txt))
         elif n.mem_bytes:
             notes.append(f"small neighbour {n.label()}: {n.mem()}")
     dstate_min = float(ctx.kb.t("g6.dstate_min_gb")) * GIB
     for hp in host.values():
         if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or hp.kind != "other"):
-            warns.append(f"{hp.name} (pid {hp.pid}) in uninterruptible sleep (D), holding "
-                         f"{hp.rss_bytes / GIB:.1f} GiB RSS")
+            warns.append(reason("G6.dstate", who=f"{hp.name} (pid {hp.pid})", rss_gib=hp.rss_bytes / GIB))
     if not known(table):
         notes.append(f"process table not read ({table}): servers without a GPU context and D-state holders "
                      "were not checked")
@@ -158,24 +155,35 @@ def check(ctx: CheckContext) -> Finding:
         if pf.truncated:
             notes.append("the process scan stopped at its time budget: the table is incomplete")
     held = sum(n.mem_bytes or 0 for n in neighbours)
+    # contention in total: capped neighbours that are each "fine" can still fill the pool together
+    capped = [n for n in neighbours if n.fraction is not None and n.fraction < near]
+    caps = sum(n.fraction or 0.0 for n in capped)
+    if pool and len(neighbours) > 1 and (held >= near * pool or caps >= near):
+        evidence.append(ev("pool_bytes", pool))
+        mi = ctx.facts.memory.meminfo_bytes
+        extra = ""
+        if known(mi):
+            swap = (mi.get("SwapTotal", 0) - mi.get("SwapFree", 0)) / GIB  # type: ignore[union-attr]
+            avail = mi.get("MemAvailable", 0) / GIB  # type: ignore[union-attr]
+            extra = f"; {avail:.1f} GiB available" + (f", {swap:.1f} GiB swapped" if swap >= 1 else "")
+        warns.insert(0, reason("G6.total-contention", count=len(neighbours), held_gib=held / GIB,
+                               pool_gib=pool / GIB, share=held / pool, caps=caps,
+                               caps_txt=f"; their caps add up to {caps:.2f} of the pool" if capped else "",
+                               extra=extra))
     peak = ctx.workload.estimated_peak_gb
     if peak is not None and pool:
         evidence.append(ev("pool_bytes", pool))
         if peak * 1e9 + held > pool:  # the planned peak is in GB (1e9 bytes)
-            return ctx.finding(GID, Status.fail, f"planned peak {peak * 1e9 / GIB:.1f} GiB + neighbours' "
-                               f"{held / GIB:.1f} GiB "
-                               f"exceeds the {pool / GIB:.1f} GiB pool", detail="; ".join(warns),
-                               evidence=evidence, notes=notes)
+            return ctx.conclude(GID, [reason("G6.plan-plus-neighbours", peak_gib=peak * 1e9 / GIB,
+                                             held_gib=held / GIB, pool_gib=pool / GIB), *warns],
+                                evidence=evidence, notes=notes)
     elif peak is not None:
         notes.append("the pool size was not read, so the workload plus neighbours was not tested against it")
     if warns:
-        return ctx.finding(GID, Status.warn, warns[0] + (f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""),
-                           detail="; ".join(warns[1:]), evidence=evidence, notes=notes)
+        return ctx.conclude(GID, warns, evidence=evidence, notes=notes)
     scanned = ctx.facts.processes.scanned
     seen = f"{len(neighbours)} GPU/server process(es)" + (f" among {scanned} scanned" if scanned else "")
     if not gpu_lists:  # only the host table: a plain `python train.py` holding GPU memory is invisible there
-        return ctx.finding(GID, Status.unknown, f"no per-process GPU memory from {ctx.facts.gpu.source}: no known "
-                           f"server is heavy ({seen}), but a trainer holding GPU memory would not show",
-                           evidence=evidence, notes=notes)
-    return ctx.finding(GID, Status.passed, f"no heavy neighbour: {seen}, {held / GIB:.1f} GiB held{pool_txt}",
-                       evidence=evidence, notes=notes)
+        return ctx.decide(GID, "G6.no-per-process", source=str(ctx.facts.gpu.source), seen=seen, evidence=evidence,
+                          notes=notes)
+    return ctx.decide(GID, "G6.ok", seen=seen, held_gib=held / GIB, pool=pool_txt, evidence=evidence, notes=notes)

@@ -8,7 +8,7 @@ hardware only: without evidence of sm_121a kernels, a workload that plans NVFP4 
 from __future__ import annotations
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Evidence, Finding, ev
 from sparkops.facts.model import TorchLive
 
 GID = "G7"
@@ -31,7 +31,7 @@ def _sm121a_evidence(ctx: CheckContext, markers: list[str]) -> list[str]:
 
 def check(ctx: CheckContext) -> Finding:
     if ctx.platform == "none":
-        return ctx.finding(GID, Status.skip, "no NVIDIA GPU visible: NVFP4 support not judged")
+        return ctx.decide(GID, "G7.no-gpu")
     ident = identity.identify(ctx.facts, ctx.kb)
     cap = ident.capability
     if cap is None and ctx.profile is not None and ctx.profile.capability:
@@ -44,30 +44,21 @@ def check(ctx: CheckContext) -> Finding:
     elif cap is not None:
         has_fp4 = cap[0] >= int(ctx.kb.t("g7.nvfp4_min_capability_major"))
     else:
-        return ctx.finding(GID, Status.skip, f"capability of {name} not read and no profile: NVFP4 support unknown",
-                           evidence=evidence)
+        return ctx.decide(GID, "G7.capability-unread", name=name, evidence=evidence)
     cap_txt = f"({cap[0]}, {cap[1]})" if cap else "capability unknown"
     if not has_fp4:
-        return ctx.finding(GID, Status.info, f"not applicable: {name} {cap_txt} has no FP4 tensor cores",
-                           evidence=evidence)
+        return ctx.decide(GID, "G7.no-fp4", name=name, cap=cap_txt, evidence=evidence)
     planned = ctx.workload.precision
     if cap != SM121:
-        return ctx.finding(GID, Status.info, f"{name} {cap_txt} has FP4 tensor cores; the sm_121a fallback "
-                           "(NVFP4 behind FP8) is specific to GB10/SM121", evidence=evidence)
+        return ctx.decide(GID, "G7.not-sm121", name=name, cap=cap_txt, evidence=evidence)
     found = _sm121a_evidence(ctx, list(ctx.kb.t("g7.sm121a_markers")))
     evidence.append(ev("sm_121a evidence", found))
     if planned == "nvfp4":
         if found:
-            return ctx.finding(GID, Status.passed, f"NVFP4 planned on SM121 {cap_txt} with sm_121a kernels: "
-                               f"{'; '.join(found)}", evidence=evidence)
-        return ctx.finding(GID, Status.warn, f"NVFP4 planned on SM121 {cap_txt}, but no evidence of sm_121a "
-                           "kernels (TORCH_CUDA_ARCH_LIST, torch arch list): expect NVFP4 ~32% behind FP8",
-                           detail="Plain sm_120/sm_121 kernels fall back from the native cvt.e2m1x2 conversion. "
-                                  "Check the serving engine's build targets (cuobjdump --list-elf on its "
-                                  "extension libraries) before choosing NVFP4.", evidence=evidence)
+            return ctx.decide(GID, "G7.nvfp4-sm121a", cap=cap_txt, found="; ".join(found), evidence=evidence)
+        return ctx.decide(GID, "G7.nvfp4-no-sm121a", cap=cap_txt, evidence=evidence,
+                          detail="Plain sm_120/sm_121 kernels fall back from the native cvt.e2m1x2 conversion.")
     if planned:
-        return ctx.finding(GID, Status.passed, f"SM121 {cap_txt} hardware confirmed; {planned} planned, "
-                           "so the NVFP4 kernel target does not matter", evidence=evidence)
-    return ctx.finding(GID, Status.info, f"SM121 {cap_txt} hardware confirmed; kernel target not checked — "
-                       "if you plan NVFP4, verify the kernels target sm_121a (else stay on FP8)",
-                       evidence=evidence, notes=[f"sm_121a evidence seen: {'; '.join(found)}"] if found else [])
+        return ctx.decide(GID, "G7.other-precision", cap=cap_txt, planned=planned, evidence=evidence)
+    return ctx.decide(GID, "G7.hardware-only", cap=cap_txt, evidence=evidence,
+                      notes=[f"sm_121a evidence seen: {'; '.join(found)}"] if found else [])

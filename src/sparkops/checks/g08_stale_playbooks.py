@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from sparkops.checks.base import CheckContext, Finding, Status, ev
+from sparkops.checks.base import CheckContext, Finding, canonical_name, ev, installed
 from sparkops.facts.model import PlaybookIssue
 from sparkops.facts.reading import known
 
@@ -52,6 +52,13 @@ def _age(now: datetime | None, then: datetime | None) -> str:
     return f"{secs / 86400:.0f} days"
 
 
+def installed_terms(ctx: CheckContext) -> list[str]:
+    """Components installed in the target environment, as the words playbook issues use."""
+    table: dict[str, str] = ctx.kb.t("g8.installed_components")
+    dists = installed(ctx.facts)
+    return [word for dist, word in table.items() if canonical_name(dist) in dists]
+
+
 def check(ctx: CheckContext) -> Finding:
     pb = ctx.facts.playbooks
     now = ctx.facts.collected_at
@@ -60,10 +67,10 @@ def check(ctx: CheckContext) -> Finding:
                 ev("playbooks.fetched_at", pb.fetched_at.isoformat() if pb.fetched_at else None)]
     if not known(pb.issues):
         cache = f"; last successful fetch {age} ago" if age else "; no cache"
-        return ctx.finding(GID, Status.skip, f"open issues of {pb.repo} not fetched: {pb.issues}{cache}",
-                           detail=(f"{pb.note}. " if pb.note else "")
-                           + f"Check https://github.com/{pb.repo}/issues by hand before an expensive run.",
-                           evidence=evidence)
+        return ctx.decide(GID, "G8.not-fetched", repo=pb.repo, why=str(pb.issues), cache=cache,
+                          detail=(f"{pb.note}. " if pb.note else "")
+                          + f"Check https://github.com/{pb.repo}/issues by hand before an expensive run.",
+                          evidence=evidence)
     issues: list[PlaybookIssue] = pb.issues  # type: ignore[assignment]
     when = pb.fetched_at.strftime("%Y-%m-%d %H:%M %Z").strip() if pb.fetched_at else "an unknown time"
     via = f" via {pb.source}" if pb.source else ""
@@ -71,21 +78,25 @@ def check(ctx: CheckContext) -> Finding:
     ttl = float(ctx.kb.t("g8.cache_ttl_s"))
     if pb.source == "cache" and (_seconds(now, pb.fetched_at) or 0) > ttl:
         notes.append(f"the cached issue list is {age} old (older than the {ttl / 3600:.0f} h refresh interval)")
-    terms = list(dict.fromkeys([*ctx.workload.components, *([ctx.workload.playbook] if ctx.workload.playbook else [])]))
+    named = [*ctx.workload.components, *([ctx.workload.playbook] if ctx.workload.playbook else [])]
+    present = installed_terms(ctx)
+    terms = list(dict.fromkeys([*named, *present]))
+    if present:
+        evidence.append(ev("installed components", present))
     if not terms:
-        return ctx.finding(GID, Status.info, f"{len(issues)} open issues of {pb.repo} fetched at {when}{via}; the "
-                           "workload names no playbook or component, so nothing was matched",
-                           detail="Pass --workload (e.g. 'qlora 70b unsloth') to match issues against it.",
-                           evidence=evidence, notes=notes)
+        return ctx.decide(GID, "G8.nothing-to-match", count=len(issues), repo=pb.repo, when=when, via=via,
+                          detail="Pass --workload (e.g. 'qlora 70b unsloth') to match issues against it.",
+                          evidence=evidence, notes=notes)
     hits = [(i, m) for i in issues if (m := matches(i, terms))]
     evidence.append(ev("matched terms", terms))
     if hits:
         listed = "; ".join(f"#{i.number} {i.title}" for i, _ in hits)
         evidence.append(ev("playbooks.issues[matched]", [{"number": i.number, "title": i.title, "matched": m}
                                                         for i, m in hits]))
-        return ctx.finding(GID, Status.warn, f"{len(hits)} open playbook issue(s) match {', '.join(terms)}: {listed}",
-                           detail=f"{len(issues)} open issues fetched at {when}{via}; read "
-                                  f"https://github.com/{pb.repo}/issues before trusting the recipe.",
-                           evidence=evidence, notes=notes)
-    return ctx.finding(GID, Status.passed, f"no open issue matches {', '.join(terms)}: {len(issues)} open issues of "
-                       f"{pb.repo} scanned, fetched at {when}{via}", evidence=evidence, notes=notes)
+        matched = sorted({t for _, m in hits for t in m})
+        return ctx.decide(GID, "G8.open-issues", n=len(hits), terms=", ".join(matched), listed=listed, repo=pb.repo,
+                          detail=f"{len(issues)} open issues fetched at {when}{via}; matched against "
+                                 f"{', '.join(terms)} (installed: {', '.join(present) or 'none'})",
+                          evidence=evidence, notes=notes)
+    return ctx.decide(GID, "G8.no-match", terms=", ".join(terms), count=len(issues), repo=pb.repo, when=when, via=via,
+                      evidence=evidence, notes=notes)

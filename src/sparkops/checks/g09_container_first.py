@@ -12,7 +12,16 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, canonical_name, ev, installed
+from sparkops.checks.base import (
+    CheckContext,
+    Evidence,
+    Finding,
+    Reason,
+    canonical_name,
+    ev,
+    installed,
+    reason,
+)
 from sparkops.facts.reading import known
 
 GID = "G9"
@@ -71,9 +80,9 @@ def matrix_rows(kb, dists: dict[str, str]) -> list[dict[str, str]]:  # noqa: ANN
     return rows
 
 
-def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> list[tuple[str, str]]:
-    """Hard blockers that apply: (summary, fix)."""
-    out: list[tuple[str, str]] = []
+def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> list[Reason]:
+    """Hard blockers that apply."""
+    out: list[Reason] = []
     for hb in ctx.kb.matrix.hard_blockers:
         pkg, when = canonical_name(hb.package), canonical_name(hb.when_installed)
         if pkg not in dists or when not in dists:
@@ -84,9 +93,8 @@ def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> lis
             continue
         if Version(have.public) < below:
             pin = next((p.version for p in ctx.kb.matrix.known_good if canonical_name(p.name) == pkg), None)
-            target = f'=={pin}' if pin else f'>={hb.below}'
-            out.append((f"{pkg} {dists[pkg]} < {hb.below} beside {when} {dists[when]}: {hb.message}",
-                        f'`pip install -U "{pkg}{target}"` (after any --no-deps Unsloth line), then re-check.'))
+            out.append(reason("G9.hard-blocker", pkg=pkg, have=dists[pkg], below=hb.below, when=when,
+                              when_have=dists[when], message=hb.message, target=f"=={pin}" if pin else f">={hb.below}"))
     return out
 
 
@@ -99,7 +107,7 @@ def check(ctx: CheckContext) -> Finding:
     evidence: list[Evidence] = [ev("host.container.markers", cont.markers), ev("host.container.image_kind", str(kind)),
                                 ev("host.container.image_hint", cont.image_hint), ev("target.env", pyenv)]
     notes: list[str] = []
-    warns: list[tuple[str, str | None]] = []
+    warns: list[Reason] = []
     dists: dict[str, str] = {}
     if known(facts.target.distributions):
         dists = installed(facts)
@@ -111,28 +119,25 @@ def check(ctx: CheckContext) -> Finding:
     if off:
         evidence.append(ev("off-matrix", off))
 
-    # the matrix's own age
+    # the matrix's own age: past its horizon it is a dated note; with off-matrix packages, a warning
     mx = kb.matrix
+    stale = ""
     if facts.collected_at is not None:
         age = (facts.collected_at.date() - mx.last_verified).days
         if age > mx.refresh_horizon_days:
-            warns.append((f"the known-good matrix (last verified {mx.last_verified}) is {age} days old, past its "
-                           f"{mx.refresh_horizon_days}-day refresh horizon", "Supply a newer matrix with "
-                           "`--matrix FILE`, or re-verify the stack (load + LoRA-attach smoke test)."))
+            stale = (f"the known-good matrix (last verified {mx.last_verified}) is {age} days old, past its "
+                     f"{mx.refresh_horizon_days}-day refresh horizon")
     else:
         notes.append("collection time unknown: the matrix's age was not judged")
     if newer:
-        warns.append((f"installed majors newer than verified: {', '.join(newer)}",
-                      "Re-run the load + LoRA-attach smoke test and check the playbooks' issues for a "
-                      "version-skew report before a long run."))
+        warns.append(reason("G9.newer-majors", newer=", ".join(newer)))
 
     # Triton's bundled ptxas rejects sm_121a
     cap = tuple(kb.t("g9.triton_capability"))
     dev_cap = identity.identify(facts, kb).capability
     triton = next((f"{d} {dists[d]}" for d in map(canonical_name, kb.t("g9.triton_dists")) if d in dists), None)
     if triton and dev_cap == cap and not env.get("TRITON_PTXAS_PATH"):
-        warns.append((f"{triton} on SM{cap[0]}{cap[1]} without TRITON_PTXAS_PATH (its bundled ptxas rejects sm_121a)",
-                      "`export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas` before training."))
+        warns.append(reason("G9.triton-ptxas", triton=triton, sm=f"{cap[0]}{cap[1]}"))
     # HF transfer variable deprecated on huggingface_hub >= 1.23
     hub = _v(dists.get("huggingface-hub", ""))
     dep = _v(str(kb.t("g9.hf_transfer_deprecated_hub")))
@@ -143,41 +148,43 @@ def check(ctx: CheckContext) -> Finding:
     # container decision
     image = cont.image_hint or (str(kind) if known(kind) else "")
     bare_env = pyenv.kind in BARE_ENV_KINDS
+    host_keys = sorted(k for k in kb.t("g9.host_os_release_keys") if k in facts.host.os_release)
+    off_txt = f" with off-matrix packages: {', '.join(off)}" if off else ""
+    at = f" at {pyenv.prefix}" if pyenv.prefix else ""
     if known(kind) and kind in BLESSED:
-        base = (Status.passed, f"inside {image or kind}")
+        unsloth_pip = kind == "ngc-pytorch" and "unsloth" in dists
+        base = reason("G9.blessed-container", image=image or str(kind),
+                      extra=" with Unsloth pip-installed on top (not the Unsloth container)" if unsloth_pip else "")
         if kind == "unsloth" and "@sha256:" not in cont.image_hint:
             notes.append("Unsloth's dgxspark-latest is a moving tag: run by digest (unsloth/unsloth@sha256:...) "
                          "so the run can be reproduced")
         if off:
             notes.append(f"off-matrix inside the container: {', '.join(off)}")
     elif (known(kind) and kind != "none") or cont.markers:
-        base = (Status.info, f"inside a container ({image or 'image unknown'}; markers: {', '.join(cont.markers) or 'none'}), "
-                             "not one of the blessed images (NGC PyTorch, Unsloth)")
+        base = reason("G9.other-container", image=image or "image unknown", markers=", ".join(cont.markers) or "none")
         if off:
             notes.append(f"off-matrix: {', '.join(off)}")
+    elif bare_env and host_keys:
+        base = reason("G9.bare-pip", env_kind=pyenv.kind, at=at, evidence=", ".join(host_keys), off=off_txt)
     elif bare_env and off:
-        warns.insert(0, (f"bare {pyenv.kind} environment{' at ' + pyenv.prefix if pyenv.prefix else ''} (no container "
-                         f"marker) with off-matrix packages: {', '.join(off)}", None))
-        base = (Status.warn, "")
+        base = reason("G9.bare-pip-off-matrix", env_kind=pyenv.kind, at=at, off=", ".join(off))
     else:
         where = f"{pyenv.kind} env" if pyenv.kind != "unknown" else "environment kind unknown"
-        base = (Status.unknown, f"no container marker matched ({where}) — this does not prove a bare host")
+        base = reason("G9.no-marker", where=where)
         if off:
             notes.append(f"off-matrix: {', '.join(off)}")
+    if stale and off:
+        warns.append(reason("G9.stale-matrix-off-matrix", stale=stale, off=", ".join(off)))
+    elif stale:
+        notes.append(stale + ": its pins may lag current releases (supply a newer one with `--matrix FILE`)")
 
     if blockers:
-        summary = blockers[0][0] + (f" (+{len(blockers) - 1} more)" if len(blockers) > 1 else "")
-        detail = "; ".join([b for b, _ in blockers[1:]] + [w for w, _ in warns] + ([base[1]] if base[1] else []))
-        return ctx.finding(GID, Status.fail, summary, detail=detail, evidence=evidence, notes=notes,
-                           fix=blockers[0][1])
+        return ctx.conclude(GID, blockers + warns, reading=ctx.line(base), evidence=evidence, notes=notes)
+    base_status = ctx.kb.subcode(base.code).status
+    if base_status == "warn":
+        return ctx.conclude(GID, [base, *warns], evidence=evidence, notes=notes)
     if warns:
-        summary = warns[0][0] + (f" (+{len(warns) - 1} more warning{'s' if len(warns) > 2 else ''})"
-                                 if len(warns) > 1 else "")
-        detail = "; ".join([w for w, _ in warns[1:]] + ([base[1]] if base[1] else []))
-        fixes = dict.fromkeys(f or kb.gotcha(GID).fix for _, f in warns)  # each distinct fix once, in order
-        return ctx.finding(GID, Status.warn, summary, detail=detail, evidence=evidence, notes=notes,
-                           fix=" ".join(fixes))
-    return ctx.finding(GID, base[0], base[1], evidence=evidence, notes=notes,
-                       detail="Container markers: /.dockerenv, /run/.containerenv, cgroup v1 names, the `container` "
-                              "variable, NVIDIA/NGC variables; cgroup v2 can hide all of them."
-                       if base[0] is Status.unknown else "")
+        return ctx.conclude(GID, warns, reading=ctx.line(base), evidence=evidence, notes=notes)
+    detail = ("Container markers: /.dockerenv, /run/.containerenv, cgroup v1 names, the `container` variable, "
+              "NVIDIA/NGC variables; cgroup v2 can hide all of them." if base.code == "G9.no-marker" else "")
+    return ctx.conclude(GID, [base], evidence=evidence, notes=notes, detail=detail)

@@ -20,17 +20,9 @@ HYPOTHESES = {
     4: "CUDA init state: a crashed process left the context wedged",
     5: "ABI mismatch: torch.version.cuda is not the driver's CUDA major (G1)",
 }
-FIXES = {
-    1: "Restart the container with `docker run --runtime=nvidia --gpus all ...` (and check `nvidia-smi` "
-       "works on the host).",
-    2: "Unset CUDA_VISIBLE_DEVICES or set it to an index that exists (`export CUDA_VISIBLE_DEVICES=0`).",
-    3: "Make /dev/nvidia* readable and writable for this user (video/render group, or the container's device "
-       "cgroup / seccomp / AppArmor profile); if the nodes are missing on the host, load the driver "
-       "(`sudo modprobe nvidia`, or reboot after a driver install).",
-    4: "Retry from a fresh shell or container; if it persists, stop stray CUDA processes or reboot.",
-    5: "Reinstall torch from the cu130 index (`download.pytorch.org/whl/cu130`) or use the NGC PyTorch "
-       "container.",
-}
+# Each hypothesis is an identity sub-code: its fix lives in the catalog (knowledge/gotchas.yaml).
+CODES = {1: "identity.triage-runtime", 2: "identity.triage-visible-devices", 3: "identity.triage-device-nodes",
+         4: "identity.triage-wedged", 5: "identity.triage-abi"}
 
 
 @dataclass(frozen=True)
@@ -46,8 +38,18 @@ class Triage:
                 f" (not checked: {', '.join(map(str, self.not_checked))})" if self.not_checked else "")
         return f"triage #{self.fired} {HYPOTHESES[self.fired].split(':')[0]}: {self.reason}"
 
+    @property
+    def code(self) -> str:
+        """The identity sub-code of the hypothesis that fired ("identity.no-gpu" when none did)."""
+        return CODES[self.fired] if self.fired is not None else "identity.no-gpu"
+
     def fix(self) -> str:
-        return FIXES[self.fired] if self.fired is not None else ""
+        from sparkops.checks.base import render
+        from sparkops.knowledge import load
+
+        if self.fired is None:
+            return ""
+        return render(load().subcode(self.code).fix, {"ruled_out": ", ".join(f"#{n}" for n in self.ruled_out)})
 
     def steps(self) -> list[tuple[int, str, str]]:
         """(number, hypothesis, status) in order: "fired", "ruled out", "not checked", or "not reached"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkops.checks import gpu_visibility
-from sparkops.checks.base import Evidence, Finding, Status, ev
-from sparkops.facts.model import Facts, GpuDevice
+from sparkops.checks.base import Evidence, Finding, conclude, ev, reason
+from sparkops.facts.model import Facts, GpuDevice, TorchLive
 from sparkops.facts.reading import Unavailable, Why, known
 from sparkops.knowledge import Knowledge, Profile
 
@@ -58,7 +58,7 @@ def identify(facts: Facts, kb: Knowledge) -> Identity:
     return Identity(platform, profile, dev, name, tuple(cap) if cap else None, unified)  # type: ignore[arg-type]
 
 
-def headroom_gb(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
+def headroom_gib(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     """The memory budget the verdict uses.
 
     Unified memory (GB10, or NVML memory NOT_SUPPORTED): MemAvailable minus the OS/driver
@@ -80,6 +80,13 @@ def headroom_gb(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     return None
 
 
+def _triage_values(tri: gpu_visibility.Triage) -> dict[str, str]:
+    return {"triage": tri.summary(),
+            "ruled_out": ", ".join(f"#{n}" for n in tri.ruled_out) or "nothing",
+            "not_checked": (f"; could not check {', '.join(f'#{n}' for n in tri.not_checked)}"
+                            if tri.not_checked else "")}
+
+
 def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
     evidence: list[Evidence] = [
         ev("gpu.source", facts.gpu.source),
@@ -92,25 +99,24 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
     rec = facts.probes.get("gpu")
     if ident.platform == "none" and rec is not None and not rec.ok:
         # the probe itself failed or overran: that is not evidence of "no GPU"
-        return Finding(gotcha="identity", status=Status.unknown,
-                       summary=f"platform unknown: the GPU probe did not finish ({rec.reason})",
-                       detail="NVML and the nvidia-smi fallback gave no answer in time; a wedged driver does "
-                              "this. Re-run; if it persists, check `nvidia-smi` by hand and the kernel log.",
-                       evidence=evidence, fix="Re-run `spark-ops preflight`; if the GPU probe keeps timing out, "
-                       "run `nvidia-smi` by hand and check `dmesg` for Xid errors, then reboot.")
+        return conclude(kb, "identity", [reason("identity.probe-unfinished", why=rec.reason)], evidence=evidence)
     if ident.platform == "none":
         why = facts.gpu.nvml_error or "NVML not usable"
         smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"
         tri = gpu_visibility.triage(facts)
         evidence.append(ev("host.dev_nvidia", facts.host.dev_nvidia))
         evidence.append(ev("host.container.markers", facts.host.container.markers))
-        return Finding(gotcha="identity", status=Status.fail,
-                       summary=f"no NVIDIA GPU visible — {tri.summary()}",
-                       detail=f"NVML: {why}; nvidia-smi: {smi}. Triage ruled out "
-                              f"{', '.join(f'#{n}' for n in tri.ruled_out) or 'nothing'}"
-                              + (f"; could not check {', '.join(f'#{n}' for n in tri.not_checked)}"
-                                 if tri.not_checked else ""),
-                       evidence=evidence, fix=tri.fix() or kb.gotcha("identity").fix)
+        return conclude(kb, "identity", [reason(tri.code, what="no NVIDIA GPU visible", nvml=why, smi=smi,
+                                                **_triage_values(tri))], evidence=evidence)
+    live = facts.target.live
+    if isinstance(live, TorchLive) and live.import_ok and live.cuda_available is False and live.cuda:
+        tri = gpu_visibility.triage(facts)
+        if tri.fired is not None and tri.fired < 5:  # the build is fine; something hides the GPU from it
+            evidence.append(ev("target.live.cuda_error", live.cuda_error))
+            evidence.append(ev("host.env.CUDA_VISIBLE_DEVICES", facts.host.env.get("CUDA_VISIBLE_DEVICES")))
+            what = f"the driver sees {ident.gpu_name}, but torch in {facts.target.python or 'the target'} sees no GPU"
+            return conclude(kb, "identity", [reason(tri.code, what=what, nvml="ok", smi="ok",
+                                                    **_triage_values(tri))], evidence=evidence)
     cap = f"({ident.capability[0]}, {ident.capability[1]})" if ident.capability else "unknown capability"
     arch = facts.host.arch if known(facts.host.arch) else "unknown arch"
     mem = {True: "unified memory", False: "discrete memory", None: "memory kind unknown"}[ident.unified_memory]
@@ -121,14 +127,9 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
             notes.append(f"GB10 expected capability {tuple(p.capability)}, saw {ident.capability}")
         if arch not in ("aarch64", "unknown arch"):
             notes.append(f"GB10 expected aarch64, host reports {arch}")
-        status = Status.warn if notes else Status.passed
-        return Finding(gotcha="identity", status=status,
-                       summary=f"DGX Spark: {ident.gpu_name}, capability {cap}, {arch}, {mem}"
-                               + (f" — {'; '.join(notes)}" if notes else ""),
-                       evidence=evidence, notes=notes,
-                       fix="Check that the facts come from the machine you meant." if notes else "")
+        code = "identity.dgx-spark-unexpected" if notes else "identity.dgx-spark"
+        return conclude(kb, "identity", [reason(code, gpu=ident.gpu_name, cap=cap, arch=arch, mem=mem,
+                                                unexpected="; ".join(notes))], evidence=evidence, notes=notes)
     prof = ident.profile.key if ident.profile else "no profile for this model"
-    return Finding(gotcha="identity", status=Status.info,
-                   summary=f"generic NVIDIA: {ident.gpu_name}, capability {cap}, {arch}, {mem} "
-                           f"(profile: {prof}); Spark-specific expectations replaced by this GPU's own",
-                   evidence=evidence)
+    return conclude(kb, "identity", [reason("identity.generic", gpu=ident.gpu_name, cap=cap, arch=arch, mem=mem,
+                                            profile=prof)], evidence=evidence)

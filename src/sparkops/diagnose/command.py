@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         elif live:
             from sparkops.api import CollectOptions, collect
 
-            snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=(Path.cwd(),)))
+            snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=()))
         results = diagnose_files(list(files or ["-"]), facts=snapshot, top=top, read_timeout_s=timeout)
         if as_json:
             sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in results], indent=2) + "\n")

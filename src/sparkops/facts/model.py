@@ -353,6 +353,27 @@ class ConfigHit(_Model):
     key: str  # tensor_parallel_size, tp_size, num_machines, nnodes, ...
     value: str
     kind: Literal["tensor_parallel", "nodes", "world"] = "tensor_parallel"
+    job: str = ""  # the job it belongs to (a file, or "file:line" of one launch command); "" = the file
+
+
+class ConfigJob(_Model):
+    """One job the scan found: a structured config file, or one launch command in a script. Raw:
+    the launcher as written and the key names seen; what they mean (serve or train) is the check's."""
+
+    id: str  # "serve.yaml" path, or "run.sh:12" for a command
+    file: str
+    line: int = 0
+    launcher: str = ""  # "vllm", "torchrun", "python -m sglang.launch_server", ... ("" for a config file)
+    keys: list[str] = Field(default_factory=list)  # normalised key/flag names seen (bounded), for its role
+
+
+class ConfigSkip(_Model):
+    """A config file that was found but not read: it is not evidence of "no TP"."""
+
+    path: str
+    reason: str  # "over 1048576 bytes", "did not parse as yaml", "written by spark-ops", ...
+    named: bool = False  # given with --config (rather than found in a directory)
+    unread: bool = True  # False: deliberately not a config (a file this tool wrote), so no gap in the evidence
 
 
 class ConfigScanFacts(_Model):
@@ -364,6 +385,9 @@ class ConfigScanFacts(_Model):
     hits: list[ConfigHit] = Field(default_factory=list)
     scanned: bool = False
     notes: list[str] = Field(default_factory=list)  # which limit stopped the scan, and where
+    jobs: list[ConfigJob] = Field(default_factory=list)
+    skipped: list[ConfigSkip] = Field(default_factory=list)
+    scope: str = ""  # "default" (the working directory's own config files) or "given" (--config paths)
 
 
 # --------------------------------------------------------------------------- G8 playbooks

@@ -367,9 +367,9 @@ def check_thermal(nodes: list[FleetNode], kb: Knowledge, fk: FleetKnowledge) -> 
 
 def check_memory(nodes: list[FleetNode], fk: FleetKnowledge) -> FleetFinding:
     """Headroom per node: DDP/FSDP ranks hold equal shares, so the node with the least binds the job."""
-    head = {n.rank: n.report.headroom_gb for n in nodes if n.report is not None and n.report.headroom_gb is not None}
+    head = {n.rank: n.report.headroom_gib for n in nodes if n.report is not None and n.report.headroom_gib is not None}
     g3 = {n.rank: _node_finding(n, "G3") for n in nodes}
-    evidence = [ev("headroom_gb by rank", _by_rank(head)),  # type: ignore[arg-type]
+    evidence = [ev("headroom_gib by rank", _by_rank(head)),  # type: ignore[arg-type]
                 ev("G3 by rank", _by_rank({r: f.status.value if f else "no report" for r, f in g3.items()}))]
     hosts: dict[str, list[int]] = {}
     for n in nodes:

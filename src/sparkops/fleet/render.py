@@ -42,7 +42,7 @@ def render_text(report: FleetReport, report_path: str = "") -> str:
         verdict = n.report.verdict if n.report is not None else f"no report ({n.error or 'no facts'})"[:40]
         torch = (torch_build(n).value or "?").split(" (")[0]
         driver = (driver_version(n).value or "-").split(" (")[0]
-        head = f"{n.report.headroom_gb:g} GiB" if n.report is not None and n.report.headroom_gb is not None else "-"
+        head = f"{n.report.headroom_gib:g} GiB" if n.report is not None and n.report.headroom_gib is not None else "-"
         src = "" if n.facts_source == "live" else f"  [{n.facts_source}]"
         out.append(f"  {n.rank:<5} {n.hostname[:20]:<20} {n.local_rank:<6} {verdict:<20} {torch[:30]:<30} "
                    f"{driver[:12]:<12} {head}{src}")

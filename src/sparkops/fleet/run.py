@@ -199,7 +199,7 @@ def _collect_options(opts: FleetOptions, environ: dict[str, str]) -> Any:
     key = "setup.container_budget_s" if opts.container else "probes.budget_s"
     budget = opts.budget_s if opts.budget_s is not None else float(kb.t(key))
     co = api.CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
-                            config_paths=opts.config_paths or (Path.cwd(),), offline=opts.offline, budget_s=budget,
+                            config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
                             env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0)
     if opts.container:
         co = api.container_options(co, opts.container, kb)

@@ -11,7 +11,7 @@ from datetime import date
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,8 +21,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SubCode(_Model):
+    """One decision a gotcha's owner can reach (``G1.driver-cuda12``): its status, the line and the fix
+    as templates over the decision's values, and where the fix must run."""
+
+    status: str  # pass | fail | warn | skip | info | unknown
+    line: str  # str.format template over the decision's values
+    fix: str = ""  # template; empty on pass/info/skip
+    where: str = ""  # host | container | target-env | anywhere: where the fix must be run
+    # what this decision means for a log diagnosis (`diagnose --facts`): a fail/warn confirms its gotcha;
+    # "rules-out" marks the few passes that exclude it (state that drifts, like free memory, never does)
+    diagnose: Literal["confirms", "rules-out", "none", ""] = ""
+    since: date | None = None  # when the sub-code was introduced
+
+
 class Gotcha(_Model):
-    """A catalog entry, in ruff's rule-doc sections."""
+    """A catalog entry, in ruff's rule-doc sections, with the sub-codes its owner decides."""
 
     id: str
     title: str
@@ -33,6 +47,7 @@ class Gotcha(_Model):
     known_problems: str = ""
     references: list[str] = Field(default_factory=list)
     last_verified: date
+    codes: dict[str, SubCode] = Field(default_factory=dict)
 
 
 class Profile(_Model):
@@ -92,6 +107,10 @@ class Knowledge(_Model):
 
     def gotcha(self, gid: str) -> Gotcha:
         return self.gotchas[gid]
+
+    def subcode(self, code: str) -> SubCode:
+        """The catalog entry of a sub-code (``G3.page-cache`` lives under ``G3``)."""
+        return self.gotchas[code.split(".", 1)[0]].codes[code]
 
     def t(self, key: str) -> Any:
         """A threshold by dotted key, e.g. ``t("g3.os_reserve_gb")``."""

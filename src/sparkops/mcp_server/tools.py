@@ -61,7 +61,7 @@ def _collect_options(python: str | None, quick: bool, config_paths: list[str] | 
     from sparkops import api
 
     budget = float(budget_s) if budget_s is not None else default_budget_s()
-    paths = tuple(_path(p) for p in config_paths) if config_paths else (Path.cwd(),)
+    paths = tuple(_path(p) for p in config_paths) if config_paths else ()
     return api.CollectOptions(depth="quick" if quick else "full", python=python, config_paths=paths,
                               offline=offline, budget_s=budget, counter_window_s=0.1 if quick else 1.0)
 

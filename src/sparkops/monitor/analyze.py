@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops import knowledge
+from sparkops.checks.g04_thermal_power import low_clock_state
 from sparkops.monitor.csvlog import read_log, seconds
 from sparkops.monitor.events import Event, EventKind, Sample
 
@@ -430,7 +431,7 @@ class Detector:
         # (d) GB10 low-clock state: busy, yet clock and power low
         low_clock = False
         if c.plateau_w is not None and None not in (util, clock, power):
-            low_clock = util >= c.busy_util and clock < c.low_clock_mhz and power < c.low_power_w  # type: ignore[operator]
+            low_clock = low_clock_state(self.kb, util, clock, power, c.low_power_w)
             ep = self._ep["low-clock-state"]
             if ep.step(low_clock, pt):
                 self._open("low-clock-state", "G4", ep,
@@ -706,8 +707,8 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
         lines.append(f"G4 warn: throttling from {first['throttling'].start}: "
                      "improve cooling or cap run length (do not retune batch size or precision)")
     elif "low-clock-state" in kinds:
-        lines.append(f"G4 warn: GB10 low-clock state from {first['low-clock-state'].start}: "
-                     "clock and power low under load; only a full power-cycle (AC removal) clears it")
+        lines.append(f"G4 warn [G4.low-clock-state]: GB10 low-clock state from {first['low-clock-state'].start}: "
+                     f"clock and power low under load. Fix: {det.kb.subcode('G4.low-clock-state').fix}")
     elif "throttle-reason" in kinds:
         lines.append(f"G4 warn: thermal slowdown reported from {first['throttle-reason'].start}")
     elif "insufficient-load" in kinds:

@@ -134,7 +134,7 @@ def budget_from_facts(facts: Facts, kb: Knowledge, source: str) -> Budget:
     from sparkops.facts.reading import known
 
     ident = identity.identify(facts, kb)
-    head = identity.headroom_gb(facts, ident, kb)
+    head = identity.headroom_gib(facts, ident, kb)
     if head is None:
         raise PlanInputError("no memory budget in these facts (no GPU, or its memory was not read); "
                              "give --budget-gb N or --target dgx-spark")

@@ -26,12 +26,6 @@ _CGROUP_RUNTIMES = ("docker", "containerd", "kubepods", "lxc", "podman", "libpod
 _NVIDIA_CONTAINER_VARS = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA")
 _NGC_VERSION = re.compile(r"^[0-9]{2}\.[0-9]{2}\Z")  # NGC release tags: 25.09, 25.11 ...
 _UNSLOTH_PATHS = ("workspace/unsloth", "workspace/unsloth-studio", "opt/unsloth")
-_SITE_GLOBS = (
-    "usr/local/lib/python3*/dist-packages/unsloth",
-    "usr/local/lib/python3*/site-packages/unsloth",
-    "usr/lib/python3/dist-packages/unsloth",
-    "opt/conda/lib/python3*/site-packages/unsloth",
-)
 # Arm "CPU part" ids (MIDR) of the cores found on Grace/GB10 and common Arm servers.
 _ARM_PARTS = {
     "0xd85": "Cortex-X925", "0xd87": "Cortex-A725", "0xd4f": "Neoverse-V2", "0xd40": "Neoverse-V1",
@@ -223,13 +217,8 @@ def _unsloth_hint(env: Mapping[str, str], root: Path, image: str = "") -> str:
     names = sorted(k for k in env if k.startswith("UNSLOTH_"))
     if names:
         return f"env {names[0]}"
-    for pattern in _SITE_GLOBS:
-        try:
-            hit = next(iter(root.glob(pattern)), None)
-        except OSError:
-            hit = None
-        if hit is not None:
-            return f"/{hit.relative_to(root)} installed"
+    # the unsloth package in site-packages is not the image: `pip install unsloth` in an NGC container puts
+    # it there too, and that stack is NGC's with Unsloth on top (G9 says so), not the pinned Unsloth image
     return ""
 
 

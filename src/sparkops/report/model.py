@@ -39,6 +39,8 @@ class BlockingItem(BaseModel):
     gotcha: str
     summary: str
     fix: str
+    code: str = ""  # the blocking decision's sub-code ("G1.wheel-cuda12")
+    fix_where: str = ""  # where the fix must run: host | container | target-env | anywhere
 
 
 class PlanSummary(BaseModel):
@@ -65,9 +67,10 @@ class Report(BaseModel):
     platform: Literal["dgx-spark", "nvidia", "none"]
     checks: dict[str, str] = Field(description="G1..G10 -> 'pass' | 'fail: ...' | 'warn: ...' | "
                                    "'skip: ...' | 'info: ...' | 'unknown: ...'")
-    headroom_gb: float | None
+    headroom_gb: float | None = Field(description="GB (1e9 bytes): the memory budget the verdict used")
     verdict: Literal["ready", "ready-with-warnings", "blocked"]
     # ---- richer fields
+    headroom_gib: float | None = None  # the same budget in GiB (2^30 bytes), as the text output shows it
     schema_version: int = REPORT_SCHEMA_VERSION
     tool_version: str
     generated_at: datetime

@@ -49,6 +49,14 @@ def render_json(report: Report) -> str:
     return report.model_dump_json(indent=2) + "\n"
 
 
+WHERE = {"host": " (on the host)", "container": " (in the container)", "target-env": " (in the target environment)"}
+
+
+def _where(fix_where: str) -> str:
+    """Where a fix must run, as the text output says it ("" where it runs anywhere)."""
+    return WHERE.get(fix_where, "")
+
+
 def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
@@ -56,15 +64,15 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
     head.append("Verdict: ", style="bold")
     head.append(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
     head.append(f"   platform {report.platform}")
-    if report.headroom_gb is not None:
-        head.append(f" · headroom {report.headroom_gb:g} GiB")
+    if report.headroom_gib is not None:
+        head.append(f" · headroom {report.headroom_gib:g} GiB")
     con.print(head)
     if report.blocking:  # when blocked, the fixes come first (shared/spec/gotchas.md, Verdict)
         con.print(Text("Blocking — fix these first:", style="bold red"))
         for b in report.blocking:
             con.print(Text(f"  {b.gotcha}: {b.summary}", style="red"))
             if b.fix:
-                con.print(Text(f"     fix: {b.fix}"))
+                con.print(Text(f"     fix{_where(b.fix_where)}: {b.fix}"))
         con.print()
     con.print(Text(f"{report.identity.note}", style="dim"))
     if report.target_python:
@@ -85,7 +93,7 @@ def render_table(report: Report, color: bool = False, width: int = 110) -> str:
         con.print()
         con.print(Text("Warnings — what to do:", style="bold yellow"))
         for f in warn_fixes:
-            con.print(Text(f"  {f.gotcha}: {f.fix}"))
+            con.print(Text(f"  {f.gotcha}{_where(f.fix_where)}: {f.fix}"))
     if report.probe_notes:
         con.print()
         con.print(Text("Probe notes:", style="bold"))
