@@ -126,7 +126,7 @@ def test_explain_prints_the_catalog_entry():
     assert "drop_caches" in p.stdout and "Last verified: 2026-07-14" in p.stdout
 
 
-@pytest.mark.parametrize("name", ["facts", "report", "plan", "diagnosis", "bandwidth", "fleet"])
+@pytest.mark.parametrize("name", ["facts", "report", "plan", "serve", "diagnosis", "bandwidth", "fleet"])
 def test_schema_is_printed_and_matches_the_checked_in_copy(name):
     p = spark_ops("schema", name)
     assert p.returncode == 0

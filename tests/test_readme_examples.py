@@ -6,7 +6,6 @@ import pytest
 
 from readme_examples import BLOCK, README, render
 
-
 EXAMPLES = [(m.group("args"), m.group("body")) for m in BLOCK.finditer(README.read_text(encoding="utf-8"))]
 
 

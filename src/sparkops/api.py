@@ -21,7 +21,7 @@ from sparkops.workload import Workload
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
     from sparkops.report.model import Report
 
-__all__ = ["CollectOptions", "collect", "preflight", "plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
+__all__ = ["CollectOptions", "collect", "preflight", "plan", "serve_plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
            "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload", "container_options", "diagnose",
            "target_label"]
 
@@ -245,6 +245,95 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
             source = "given"
         budget = planner.budget_from_facts(facts, kb, source)
     return planner.plan(arch, run, budget, kb, assumed=assumed)
+
+
+def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | Path | None,
+                   opts: CollectOptions | None, kb: Knowledge):
+    """The machine a server meets (a target profile, an explicit size, a snapshot, or this box now)
+    and what already runs on it (from the facts, when there are facts)."""
+    from sparkops.planner import serve
+    from sparkops.planner.serve_budget import neighbours
+
+    reserve = float(kb.t("g3.os_reserve_gb"))
+    if budget_gb is not None:
+        if not 0 < budget_gb < 100_000:
+            raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
+        gib = budget_gb * 1e9 / serve.GIB
+        return serve.Machine(source="explicit", total_gib=round(gib, 2), free_gib=round(gib, 2),
+                             available_gib=round(gib, 2), detail="given with --budget-gb (free = total)"), []
+    if target is not None:
+        return serve.machine_from_target(target, reserve), []
+    if isinstance(facts, (str, Path)):
+        source, facts = str(facts), load_facts(Path(facts))
+    elif facts is None:
+        source = "live"
+        facts = collect(opts or CollectOptions(depth="quick", only=("gpu", "memory", "host", "processes")))
+    else:
+        source = "given"
+    machine = serve.machine_from_facts(facts, source, reserve)
+    running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how)
+               for n in neighbours(facts, machine.total_gib)]
+    return machine, running
+
+
+def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - serve.Machine -> serve.BesideJob
+    """Another job on the same pool: a server line (its footprint) or a fine-tune (its planned peak)."""
+    from sparkops.planner import plan as planner
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import looks_like_command, spec_from_text
+    from sparkops.workload import parse_workload
+
+    name = " ".join(text.split())[:60]
+    w = parse_workload(text)
+    if looks_like_command(text) or w.method == "inference" or any(c in ("vllm", "sglang", "ollama", "llama.cpp")
+                                                                   for c in w.components):
+        spec = spec_from_text(text)
+        res = serve.plan_serve(serve.resolve_shape(spec.model, gguf=_existing(spec.gguf_path)), spec, machine)
+        return serve.BesideJob(name=name, gib=res.footprint_gib, how=f"{spec.engine} server footprint")
+    arch, _ = planner.arch_for(w)
+    run = planner.run_for(w)
+    est = planner.estimate(arch, run)
+    return serve.BesideJob(name=name, gib=round(est.peak_total / serve.GIB, 2),
+                           how=f"planned peak of a {run.method} fine-tune (spark-ops plan)")
+
+
+def _existing(path: str | None) -> str | None:
+    return path if path and Path(path).expanduser().is_file() else None
+
+
+def serve_plan(*, workload: str | None = None, model: str | None = None, config: str | None = None,
+               gguf: str | None = None, engine: str | None = None, beside: list[str] | tuple[str, ...] = (),
+               target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
+               opts: CollectOptions | None = None, kb: Knowledge | None = None, **flags: object):
+    """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
+
+    ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
+    ``flags`` are :class:`~sparkops.planner.serve_engines.ServeSpec` fields and win over the text.
+    The machine, first that applies: ``budget_gb``, ``target`` (dgx-spark, h200, h100), ``facts``
+    (a snapshot), else this machine now. ``beside``: other jobs on the same pool (launch lines or
+    fine-tune descriptions). Returns a :class:`sparkops.planner.serve.ServePlanResult`.
+    """
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import ServeSpec, spec_from_text
+
+    kb = kb or load()
+    if workload:
+        spec = spec_from_text(workload, engine=engine)
+    else:
+        spec = ServeSpec(engine=engine or "vllm", model=model)
+    updates = {k: v for k, v in flags.items() if v is not None}
+    if model:
+        updates["model"] = model
+    if gguf:
+        updates["gguf_path"] = gguf
+    if engine and not workload:
+        updates["engine"] = engine
+    spec = ServeSpec(**{**spec.model_dump(), **updates})
+    shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
+    machine, running = _serve_machine(target, budget_gb, facts, opts, kb)
+    jobs = [_beside_job(t, machine, kb) for t in beside]
+    return serve.plan_serve(shape, spec, machine, fit_margin=float(kb.t("g3.fit_margin_fraction")), beside=jobs,
+                            running=running)
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

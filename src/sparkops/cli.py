@@ -39,6 +39,7 @@ class SchemaName(str, Enum):
     facts = "facts"
     report = "report"
     plan = "plan"
+    serve = "serve"
     diagnosis = "diagnosis"
     bandwidth = "bandwidth"
     fleet = "fleet"
@@ -206,8 +207,8 @@ def explain(gotcha: Annotated[str, typer.Argument(help="G1..G10 or identity")]) 
 
 
 @app.command()
-def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report | plan | diagnosis | bandwidth | fleet")]) -> int:
-    """Print the JSON Schema of an output: the facts snapshot, env-report.json, plan / diagnose /
+def schema(name: Annotated[SchemaName, typer.Argument(help="facts | report | plan | serve | diagnosis | bandwidth | fleet")]) -> int:
+    """Print the JSON Schema of an output: the facts snapshot, env-report.json, plan / plan --serve / diagnose /
     bandwidth --json, or fleet-report.json."""
     from sparkops.report.schemas import json_schema
 
@@ -273,11 +274,14 @@ def _register_later_commands() -> None:
     """Each feature package registers its own command: cli.py stays a thin layer."""
     from sparkops.bandwidth import command as bandwidth
     from sparkops.diagnose import command as diagnose
+    from sparkops.exporter import command as exporter
+    from sparkops.fix import command as fix
     from sparkops.fleet import command as fleet
     from sparkops.mcp_server import command as mcp
+    from sparkops.postmortem import command as postmortem
     from sparkops.report import command as share_report
 
-    for module in (diagnose, bandwidth, fleet, mcp, share_report):
+    for module in (diagnose, bandwidth, fleet, mcp, postmortem, fix, exporter, share_report):
         module.register(app)
 
 
@@ -323,6 +327,15 @@ def triage_gpu(
 thermal_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                           help="Background thermal/power/memory sampler (G4, G3, G6) and log analysis.")
 app.add_typer(thermal_app, name="thermal")
+
+
+def _register_thermal_commands() -> None:
+    from sparkops.soak import command as soak
+
+    soak.register(thermal_app)
+
+
+_register_thermal_commands()
 
 IntervalOpt = Annotated[float | None, typer.Option("--interval", help="Seconds between samples "
                         "(default 5, as the seeds' thermal-sample.sh; at least 0.1).", show_default=False)]

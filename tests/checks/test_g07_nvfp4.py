@@ -55,3 +55,27 @@ def test_other_blackwell_is_info_not_warn():
 
 def test_no_gpu_skips():
     assert run_check("G7", load_facts_fixture("no_gpu"), NVFP4).status is Status.skip
+
+
+def test_serving_engine_kernels_are_read_from_their_fatbins(tmp_path):
+    """Issue 15: G7 looks at the kernels serving engines ship. Real nvcc output (tests/fixtures/raw/fatbin)
+    stands in for vLLM's and flashinfer's extension modules."""
+    import shutil
+    from pathlib import Path
+
+    from sparkops.probes.target_env import scan_extensions
+
+    fatbin = Path(__file__).parents[1] / "fixtures" / "raw" / "fatbin"
+    vllm_c = tmp_path / "_C.abi3.so"
+    fi = tmp_path / "flashinfer_kernels.so"
+    shutil.copy(fatbin / "sm90_sm100_sm120_compressed.o", vllm_c)
+    shutil.copy(fatbin / "sm121a_sm120_ptx120.o", fi)
+    sources = {"vllm": {"files": [str(vllm_c)]}, "flashinfer-python": {"files": [str(fi)]}}
+    exts, _ = scan_extensions(sources, 100, 10.0, frozenset({"vllm"}))
+    assert [(e.package, e.kernels) for e in exts] == [("vllm", ["sm_100", "sm_120", "sm_90"])]
+    base = load_facts_fixture("gb10_ngc_2509_healthy")
+    f = run_check("G7", patch(base, {"target.extensions": [e.model_dump() for e in exts]}), Workload(precision="nvfp4"))
+    assert f.code == "G7.engine-without-sm121a" and "vllm: sm_100, sm_120, sm_90" in f.summary
+    exts, _ = scan_extensions(sources, 100, 10.0, frozenset({"vllm", "flashinfer-python"}))
+    g = run_check("G7", patch(base, {"target.extensions": [e.model_dump() for e in exts]}), Workload(precision="nvfp4"))
+    assert g.code == "G7.nvfp4-sm121a" and "flashinfer-python ships sm_121a kernels" in g.summary

@@ -75,6 +75,17 @@ def gpu_procs(name: str, *held_gib: float) -> Facts:
     return f(name, gpu__devices__0__processes=procs)
 
 
+def fragmented(pagetype: str = "gb10-built-fragmented-unmovable.pagetypeinfo") -> Facts:
+    from sparkops.probes import fragmentation
+
+    raw = Path(__file__).parents[1] / "fixtures" / "raw" / "buddyinfo"
+    order, pt = fragmentation.parse_pagetypeinfo((raw / pagetype).read_text())
+    frag = {"page_size_bytes": 4096, "pageblock_order": order, "pagetypeinfo": [z.model_dump() for z in pt],
+            "buddyinfo": [z.model_dump() for z in fragmentation.parse_buddyinfo(
+                (raw / "gb10-built-fragmented.buddyinfo").read_text())]}
+    return f(SPARK, memory__fragmentation=frag)
+
+
 def vllm_caps(*caps: tuple[float, float]) -> Facts:
     procs, gpu = [], []
     for n, (frac, held) in enumerate(caps):
@@ -153,6 +164,12 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
         **load_facts_fixture(VLLM).memory.meminfo_bytes, "MemAvailable": 10 * GIB, "MemFree": int(9.5 * GIB)}}), None),
     "G3.low-available": lambda: ("G3", meminfo(SPARK, MemAvailable=10.0, MemFree=9.5), None),
     "G3.swap-pressure": lambda: ("G3", meminfo(SPARK, SwapTotal=16, SwapFree=4), None),
+    "G3.fragmented": lambda: ("G3", fragmented(), None),
+    "G3.fragmented-for-plan": lambda: ("G3", fragmented("gb10-built-fragmented-movable.pagetypeinfo"),
+                                       Workload(method="lora", params_b=8, estimated_peak_gb=20.0)),
+    "G3.serve-start-after-flush": lambda: ("G3", meminfo(SPARK, MemFree=20.0, MemAvailable=112.0),
+                                           Workload(method="inference", components=["vllm"])),
+    "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
     "G3.psi-pressure": lambda: ("G3", f(SPARK, memory__psi={"some_avg10": 40.0, "full_avg10": 12.5, "some_avg60": 30.0,
                                                             "full_avg60": 10.0}), None),
     "G3.plan-exceeds-budget": lambda: ("G3", f(SPARK), Workload(method="full", params_b=70, estimated_peak_gb=140.0)),
@@ -204,6 +221,9 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
                               gpu__devices__0__processes=missing(Why.not_supported)), None),
     # G7
     "G7.nvfp4-no-sm121a": lambda: ("G7", f(SPARK), Workload(precision="nvfp4")),
+    "G7.engine-without-sm121a": lambda: ("G7", f(SPARK, target__extensions=[
+        {"package": "vllm", "file": "vllm/_C.abi3.so", "needed": [], "kernels": ["sm_100", "sm_120", "sm_90"]}]),
+        Workload(precision="nvfp4")),
     "G7.nvfp4-sm121a": lambda: ("G7", f(SPARK, host__env={"TORCH_CUDA_ARCH_LIST": "12.1a"}), Workload(precision="nvfp4")),
     "G7.other-precision": lambda: ("G7", f(SPARK), Workload(precision="fp8")),
     "G7.hardware-only": lambda: ("G7", f(SPARK), None),

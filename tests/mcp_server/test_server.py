@@ -29,7 +29,7 @@ from sparkops.probes import PROBES  # noqa: E402
 
 PROTOCOL_ERROR = getattr(mcp_exceptions, "MCPError", None) or mcp_exceptions.McpError  # 2.x / 1.x
 SECRET = "hf_Zq7secretvalue0123456789"
-TOOLS = {"preflight", "explain", "diagnose", "plan", "collect_facts"}
+TOOLS = {"preflight", "explain", "diagnose", "plan", "plan_serve", "collect_facts", "postmortem"}
 
 
 def _wire(result) -> dict:

@@ -128,7 +128,7 @@ def test_collect_facts_is_quick_by_default_and_saves_only_where_asked(tmp_path, 
 
 def test_the_registry_exposes_exactly_the_read_only_tools():
     names = {spec.fn.__name__ for spec in tools.TOOLS}
-    assert names == {"preflight", "explain", "diagnose", "plan", "collect_facts"}
+    assert names == {"preflight", "explain", "diagnose", "plan", "plan_serve", "collect_facts", "postmortem"}
     for spec in tools.TOOLS:  # what agents read: a description, and a documented argument for every parameter
         assert spec.fn.__doc__ and len(spec.fn.__doc__) > 80, spec.fn.__name__
         hints = typing.get_type_hints(spec.fn, include_extras=True)

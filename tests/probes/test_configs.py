@@ -27,8 +27,8 @@ from sparkops.probes import CollectOptions, configs
 from sparkops.probes.configs import (
     Limits,
     WalkLimit,
-    file_kind,
     decode_text,
+    file_kind,
     find_line,
     parse_structured,
     scan_paths,

@@ -230,3 +230,33 @@ def test_fast_program_header_reader_agrees_with_pyelftools_on_real_libraries():
         compared += 1
     if compared < 10:
         pytest.skip(f"only {compared} system libraries to compare here")
+
+
+# --------------------------------------------------------------------------- fatbin targets (G7)
+FATBIN = Path(__file__).parents[1] / "fixtures" / "raw" / "fatbin"
+
+
+@pytest.mark.parametrize(("name", "targets"), [
+    ("sm121a_sm120_ptx120.o", ["compute_120", "sm_120", "sm_121a"]),
+    ("sm90a_sm120f.o", ["sm_120f", "sm_90a"]),
+    ("sm90_sm100_sm120_compressed.o", ["sm_100", "sm_120", "sm_90"]),
+])
+def test_fatbin_targets_of_nvcc_output(name, targets):
+    assert elf.fatbin_targets(FATBIN / name) == targets
+
+
+def test_fatbin_targets_of_files_without_gpu_code(tmp_path):
+    assert elf.fatbin_targets(FATBIN / "k.cu") == []
+    assert elf.fatbin_targets(sys.executable) == []
+    assert elf.fatbin_targets(tmp_path / "missing.so") == []
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=4096), st.integers(min_value=0, max_value=18000))
+def test_fatbin_reader_never_raises_on_damaged_files(tmp_path_factory, junk, at):
+    data = bytearray((FATBIN / "sm121a_sm120_ptx120.o").read_bytes())
+    data[at:at + len(junk)] = junk
+    path = tmp_path_factory.mktemp("fb") / "damaged.o"
+    path.write_bytes(bytes(data))
+    out = elf.fatbin_targets(path)
+    assert all(t.split("_")[0] in ("sm", "compute") for t in out)

@@ -8,9 +8,13 @@ NVML's memory query is never used on a unified device (GB10 answers NOT_SUPPORTE
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+from sparkops import judge_fragmentation
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
-from sparkops.facts.model import PsiFacts, TorchLive
+from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
 
 GID = "G3"
@@ -40,6 +44,93 @@ def _psi(psi: object, warns: list[Reason], evidence: list[Evidence], threshold: 
         evidence.append(ev("memory.psi", psi))
         if psi.full_avg10 >= threshold:
             warns.append(reason("G3.psi-pressure", full_avg10=psi.full_avg10))
+
+
+def _fragmentation(ctx: CheckContext, warns: list[Reason], evidence: list[Evidence]) -> None:
+    """Free memory that is there but not in large blocks (``/proc/buddyinfo``): the driver's large
+    allocations fail while MemAvailable looks fine. Judged against the planned peak when there is one."""
+    frag = ctx.facts.memory.fragmentation
+    if frag is None:
+        return
+    peak = ctx.workload.estimated_peak_gb
+    th = judge_fragmentation.thresholds(ctx.kb)
+    d = judge_fragmentation.judge(frag, int(peak * 1e9) if peak else None, th)
+    v = d.values
+    if v:
+        evidence.append(ev("memory.fragmentation", {k: v.get(k) for k in (
+            "free_bytes", "free_large_bytes", "large_block_bytes", "largest_free_block_bytes",
+            "unmovable_pageblock_share")}))
+    if d.code is None:
+        return
+    share = v.get("unmovable_pageblock_share")
+    unmovable = (f"{share:.0%} of the pageblocks are Unmovable (kernel and driver memory), which compaction "
+                 "cannot move: expect to need the reboot. ") if share is not None and \
+        share >= th["unmovable_share_reboot"] else ""
+    block = v["large_block_bytes"]
+    values = {"free_gib": _gib(v["free_bytes"]), "large_gib": _gib(v["free_large_bytes"]),
+              "block": f"{block / GIB:.0f} GiB" if block >= GIB else f"{block // 1024 // 1024} MiB",
+              "share": v["free_large_bytes"] / v["free_bytes"] if v["free_bytes"] else 0.0, "unmovable": unmovable}
+    if peak:
+        warns.append(reason("G3.fragmented-for-plan", need_gib=peak * 1e9 / GIB, **values))
+    else:
+        warns.append(reason("G3.fragmented", **values))
+
+
+def vllm_start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[str, dict[str, Any]]:
+    """vLLM's start-up check on these facts: CUDA free (MemFree on unified memory) >= ceil(total x share).
+    One owner: ``plan --serve`` (planner/serve_budget.py) calls this too."""
+    mi = facts.memory.meminfo_bytes
+    mem = mi if known(mi) else {}
+
+    def gib(key: str) -> float | None:
+        return mem[key] / GIB if key in mem else None  # type: ignore[index, operator]
+
+    dev = facts.gpu.devices[0] if facts.gpu.devices else None
+    unified = dev is None or not known(dev.memory_total_bytes) or "GB10" in (dev.name or "")
+    total = gib("MemTotal") if unified else dev.memory_total_bytes / GIB  # type: ignore[union-attr, operator]
+    free = gib("MemFree") if unified else (
+        dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator]
+    if total is None or free is None:
+        return "G3.start_unknown", {"reason": "total or free memory not in the facts"}
+    requested = math.ceil(total * gpu_memory_utilization * GIB) / GIB
+    cache = None
+    if unified:
+        avail = gib("MemAvailable")
+        cache = None if avail is None else max(0.0, avail - free)
+    values = {"total_gib": round(total, 2), "free_gib": round(free, 2), "requested_gib": round(requested, 2),
+              "share": gpu_memory_utilization, "page_cache_gib": None if cache is None else round(cache, 2),
+              "largest_share_now": math.floor(free / total * 100) / 100}
+    if free >= requested:
+        return "G3.start_ok", values
+    if cache is not None and free + cache >= requested:
+        return "G3.start_after_flush", values
+    return "G3.start_fails", values
+
+
+def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Evidence]) -> None:
+    """For a serving workload on a share-of-total engine (vLLM): would its start-up check pass now?
+    vLLM asks for share x TOTAL memory and compares it with CUDA free, which on unified memory is
+    MemFree, so page cache alone can refuse the start (engine accounting: knowledge/engines.yaml)."""
+    w = ctx.workload
+    if w.method != "inference" or "vllm" not in w.components:
+        return
+    share = float(serve_budget_default_share())
+    code, v = vllm_start_decision(ctx.facts, share)
+    evidence.append(ev("vllm start-up check", {"share": share, **v}))
+    if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads
+        warns.insert(0, reason("G3.serve-start-after-flush", **v))
+    elif code == "G3.start_fails":
+        warns.insert(0, reason("G3.serve-start-refused", **v))
+
+
+def serve_budget_default_share() -> float:
+    """vLLM's default --gpu-memory-utilization, from the engines' dated accounting."""
+    from importlib import resources
+
+    from sparkops.knowledge import safe_load
+
+    data = safe_load(resources.files("sparkops.knowledge").joinpath("engines.yaml").read_text(encoding="utf-8"))
+    return float(data["engines"]["vllm"]["default_gpu_memory_utilization"])
 
 
 def _gpu_held(ctx: CheckContext) -> float | None:
@@ -88,6 +179,8 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
         warns.append(reason(code, cache_gib=_gib(gap), visible_what=visible_what, visible_gib=_gib(visible),
                             avail_gib=_gib(avail), low=f"; only {_gib(avail):.1f} GiB available" if low else ""))
     _psi(ctx.facts.memory.psi, warns, evidence, float(kb.t("g3.psi_full_avg10_warn")))
+    _fragmentation(ctx, warns, evidence)
+    _serving_start(ctx, warns, evidence)
     budget = round(max(0.0, _gib(avail) - float(kb.t("g3.os_reserve_gb"))), 1)
     _fit(ctx, budget, fails, warns)
     cg = ctx.facts.memory.cgroup
@@ -147,7 +240,7 @@ def _untested_values(w) -> dict[str, str]:
     """What a peak estimate is made of, for the method named: serving has no optimizer."""
     if w.method == "inference":
         parts = "weights + KV cache for the context and concurrency you serve + activations and CUDA graphs"
-        how = "`spark-ops plan` does not size serving yet: estimate it and pass --peak-gb"
+        how = "`spark-ops plan --serve` sizes it for the engine and flags you start; pass its peak with --peak-gb"
     else:
         parts = "weights + gradients + optimizer + activations + the ~2x load transient"
         how = "`spark-ops plan` estimates it; or pass --peak-gb"

@@ -10,14 +10,30 @@ from __future__ import annotations
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, ev
 from sparkops.facts.model import TorchLive
+from sparkops.facts.reading import known
 
 GID = "G7"
 SM121 = (12, 1)
 
 
+def engine_kernels(ctx: CheckContext) -> dict[str, list[str]]:
+    """GPU targets per kernel package, from the fatbins of its extension modules (empty when none were read)."""
+    exts = ctx.facts.target.extensions
+    out: dict[str, set[str]] = {}
+    if known(exts):
+        for ext in exts:  # type: ignore[union-attr]
+            if ext.kernels:
+                out.setdefault(ext.package, set()).update(ext.kernels)
+    return {p: sorted(t) for p, t in out.items()}
+
+
 def _sm121a_evidence(ctx: CheckContext, markers: list[str]) -> list[str]:
-    """Where an sm_121a build target shows: TORCH_CUDA_ARCH_LIST, or torch's own arch list."""
+    """Where an sm_121a build target shows: TORCH_CUDA_ARCH_LIST, torch's own arch list, or the code the
+    serving engines' kernel libraries actually carry."""
     found: list[str] = []
+    for package, targets in engine_kernels(ctx).items():
+        if "sm_121a" in targets:
+            found.append(f"{package} ships sm_121a kernels")
     arch_env = ctx.facts.host.env.get("TORCH_CUDA_ARCH_LIST", "")
     if any(m.lower() in arch_env.lower().replace(" ", "") for m in markers):
         found.append(f"TORCH_CUDA_ARCH_LIST={arch_env}")
@@ -56,6 +72,11 @@ def check(ctx: CheckContext) -> Finding:
     if planned == "nvfp4":
         if found:
             return ctx.decide(GID, "G7.nvfp4-sm121a", cap=cap_txt, found="; ".join(found), evidence=evidence)
+        engines = engine_kernels(ctx)
+        evidence.append(ev("target.extensions[kernels]", engines))
+        if engines:  # read, and no sm_121a code in them: say what they do carry
+            shipped = "; ".join(f"{p}: {', '.join(t)}" for p, t in engines.items())
+            return ctx.decide(GID, "G7.engine-without-sm121a", cap=cap_txt, shipped=shipped, evidence=evidence)
         return ctx.decide(GID, "G7.nvfp4-no-sm121a", cap=cap_txt, evidence=evidence,
                           detail="Plain sm_120/sm_121 kernels fall back from the native cvt.e2m1x2 conversion.")
     if planned:

@@ -182,6 +182,32 @@ class CgroupMemFacts(_Model):
     path: str = ""  # this process's cgroup, as /proc/self/cgroup names it
 
 
+class BuddyZone(_Model):
+    """One /proc/buddyinfo line: free blocks of 2**order pages, order 0 first."""
+
+    node: int
+    zone: str  # "DMA", "DMA32", "Normal", "Movable"
+    free_blocks: list[int]
+
+
+class PagetypeZone(_Model):
+    """One zone of /proc/pagetypeinfo: free blocks per order and pageblocks, per migrate type."""
+
+    node: int
+    zone: str
+    free_blocks: dict[str, list[int]] = Field(default_factory=dict)  # "Movable" -> per-order counts
+    pageblocks: dict[str, int] = Field(default_factory=dict)  # "Unmovable" -> pageblock count
+
+
+class FragmentationFacts(_Model):
+    """Raw readings for the free-memory fragmentation judgment (G3.fragmented)."""
+
+    page_size_bytes: int | Unavailable = NOT_COLLECTED
+    buddyinfo: list[BuddyZone] | Unavailable = NOT_COLLECTED
+    pageblock_order: int | None = None  # /proc/pagetypeinfo "Page block order"
+    pagetypeinfo: list[PagetypeZone] | Unavailable = NOT_COLLECTED  # root-only on most kernels
+
+
 class MemoryFacts(_Model):
     """/proc/meminfo in bytes (keys as the kernel names them), PSI and the cgroup limit."""
 
@@ -193,6 +219,7 @@ class MemoryFacts(_Model):
     psi: Annotated[PsiFacts | Unavailable,
                    _bounded_model("percent", ("some_avg10", "some_avg60", "full_avg10", "full_avg60"))] = NOT_COLLECTED
     cgroup: CgroupMemFacts = Field(default_factory=CgroupMemFacts)
+    fragmentation: FragmentationFacts | None = None  # None: a snapshot from before this reading existed
 
 
 # --------------------------------------------------------------------------- GPU
@@ -290,6 +317,8 @@ class ExtensionNeeds(_Model):
         "nvidia/*/lib). A need missing here may still come from the ldconfig cache, LD_LIBRARY_PATH "
         "or a library torch loaded first.",
     )
+    kernels: list[str] = Field(default_factory=list, description="GPU code targets in its .nv_fatbin section "
+                               "(sm_121a, sm_120, compute_120), read for the kernel packages of g7.kernel_packages")
 
 
 class TorchLive(_Model):

@@ -46,9 +46,10 @@ result and cite its G-number.
 - explain: a G-number's catalog entry (symptom, cause, check, fix).
 - diagnose: map an error log or traceback to its G-number.
 - plan: will a fine-tune fit in memory, and what to change if not.
+- plan_serve: will a model serve (vLLM, SGLang, llama.cpp, Ollama), with how much KV cache, beside what else.
 - collect_facts: the raw facts snapshot (secrets removed).
 Resources: sparkops://gotchas (the catalog), sparkops://gotchas/{gotcha_id}, sparkops://stack-matrix \
-(the dated known-good stack), sparkops://schema/{report,facts,plan,diagnosis,bandwidth,fleet} (JSON Schemas of the results).
+(the dated known-good stack), sparkops://schema/{report,facts,plan,serve,diagnosis,bandwidth,fleet} (JSON Schemas of the results).
 Nothing here changes the machine; a file is written only where a *_path argument names one. \
 Relative paths resolve against the server's working directory: {cwd}"""
 

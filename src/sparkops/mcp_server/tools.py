@@ -217,6 +217,40 @@ def plan(
     return res.model_dump(mode="json")
 
 
+def plan_serve(
+    workload: Annotated[str | None, Field(
+        description='A launch line as the user would type it ("vllm serve Qwen/Qwen3-30B-A3B-FP8 --max-model-len '
+                    '32768 --gpu-memory-utilization 0.5", "llama-server -m x.gguf -c 65536 -np 4", '
+                    '"OLLAMA_NUM_PARALLEL=2 ollama run gemma3:27b") or free text ("serve qwen3-8b with vllm 32k '
+                    'context 8 users").')] = None,
+    model: Annotated[str | None, Field(description="Model id or catalog name (overrides the text's).")] = None,
+    engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama")] = None,
+    gguf_path: Annotated[str | None, Field(description="A local GGUF file: its header gives exact weight bytes.")] = None,
+    max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang).")] = None,
+    gpu_memory_utilization: Annotated[float | None, Field(gt=0, le=1, description="vLLM's share of TOTAL memory.")] = None,
+    kv_cache_dtype: Annotated[str | None, Field(description="auto | fp8 (vLLM/SGLang).")] = None,
+    concurrency: Annotated[int | None, Field(gt=0, description="Requests at full length wanted at once.")] = None,
+    beside: Annotated[list[str] | None, Field(
+        description='Other jobs on the same memory pool: launch lines or fine-tunes ("qlora llama-3.1-8b seq 4096").')] = None,
+    target: Annotated[str | None, Field(description="Plan for a machine you are not on: dgx-spark, h200, h100.")] = None,
+    facts_path: FactsPath = None,
+) -> dict[str, Any]:
+    """Will this model serve here, with how much KV cache, beside what else? As `spark-ops plan --serve --json`
+    prints it (GiB): weights by format, KV bytes per token, the engine's own accounting (vLLM's share of total
+    memory and its start-up free-memory check, SGLang's mem_fraction_static, llama.cpp -c/-np, Ollama
+    num_ctx x parallel), the KV pool in tokens, requests that fit at once, the verdict (fits | tight |
+    does-not-fit) and what to change. Without target or facts_path the machine is this one, now."""
+    from sparkops import api
+
+    live = target is None and not facts_path
+    with _live if live else contextlib.nullcontext():
+        res = api.serve_plan(workload=workload, model=model, engine=engine, gguf=gguf_path, beside=tuple(beside or ()),
+                             target=target, facts=_path(facts_path) if facts_path else None,
+                             max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                             kv_cache_dtype=kv_cache_dtype, concurrency=concurrency)
+    return res.model_dump(mode="json")
+
+
 def collect_facts(
     quick: Annotated[bool, Field(
         description="Static target probe only, no torch import (default). False: import torch in the target "
@@ -243,6 +277,21 @@ def collect_facts(
     return facts.model_dump(mode="json")
 
 
+def postmortem(
+    log_paths: Annotated[list[str] | None, Field(
+        description="This tool's sampler logs, or folders holding thermal-*.csv / soak-*.csv, whose last "
+                    "rows tell heat before an unclean end (default: the server's working directory).")] = None,
+) -> dict[str, Any]:
+    """What ended the last run? As `spark-ops postmortem --json`: reads (read-only, bounded) the previous
+    boot's kernel journal, /var/log/kern.log*, pstore, `last -x` and this tool's sampler logs, and names the
+    cause with its G-number (thermal shutdown G4, OOM killer G3 with the victim and its size, the driver's
+    out-of-memory wedge G3, hardware vs application Xids, kernel panic, an unclean end with no log), with
+    the sources it could not read and why."""
+    from sparkops.postmortem import run
+
+    return run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())])).model_dump(mode="json")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One tool as the server registers it."""
@@ -260,6 +309,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(explain, "Explain a G-number", open_world=False, writes_on_request=False, collects=False),
     ToolSpec(diagnose, "Diagnose an error log", open_world=False, writes_on_request=False, collects=False),
     ToolSpec(plan, "Plan a fine-tune's memory", open_world=True, writes_on_request=False, collects=True),
+    ToolSpec(plan_serve, "Plan a server's memory and KV cache", open_world=True, writes_on_request=False, collects=True),
     ToolSpec(collect_facts, "Collect this machine's facts",
              open_world=True, writes_on_request=True, collects=True),
+    ToolSpec(postmortem, "What ended the last run (post-mortem)",
+             open_world=True, writes_on_request=False, collects=False),
 )

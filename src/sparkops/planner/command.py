@@ -35,14 +35,39 @@ def register(app: typer.Typer) -> None:
         budget_gb: Annotated[float | None, typer.Option("--budget-gb", help="An explicit budget in GB.")] = None,
         facts: Annotated[Path | None, typer.Option("--facts", help="Budget from a recorded snapshot.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable result.")] = False,
+        serve: Annotated[bool, typer.Option("--serve", help="Plan a server instead: weights, KV cache, the engine's "
+                         "start-up check (-w takes a pasted `vllm serve ...`, `llama-server ...`, `ollama run ...`).")] = False,
+        engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama")] = None,
+        gguf: Annotated[str | None, typer.Option(help="--serve: a GGUF file (its header gives shapes and exact bytes).")] = None,
+        max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="--serve: context per request.")] = None,
+        gpu_util: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="--serve: vLLM's share of TOTAL memory.")] = None,
+        kv_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="--serve: auto | fp8 (vLLM/SGLang).")] = None,
+        tp: Annotated[int | None, typer.Option("--tensor-parallel", help="--serve: tensor-parallel size.")] = None,
+        concurrency: Annotated[int | None, typer.Option(help="--serve: requests at full length wanted at once.")] = None,
+        beside: Annotated[list[str] | None, typer.Option(help="--serve: another job on the same pool (a launch line or "
+                          "a fine-tune like \"qlora llama-3.1-8b seq 4096\"); repeatable.")] = None,
     ) -> int:
-        """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. Exit 0 fits, 1 tight, 2 does not fit."""
+        """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. With --serve: will this model
+        serve, with how much KV cache, beside what else. Exit 0 fits, 1 tight, 2 does not fit."""
         from sparkops import api
         from sparkops.workload import merge, refusals
 
         problems = refusals(merge(workload, seq_len=seq_len, batch_size=batch))
         if problems:
             raise typer.BadParameter("; ".join(problems), param_hint="--workload/--seq-len/--batch")
+        if serve:
+            res_s = api.serve_plan(workload=workload, model=model, config=config, gguf=gguf, engine=engine,
+                                   beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
+                                   max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
+                                   kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency)
+            if as_json:
+                sys.stdout.write(res_s.model_dump_json(indent=2) + "\n")
+            else:
+                from sparkops.planner.serve_render import render_serve
+
+                sys.stdout.write(render_serve(res_s))
+            return EXIT[res_s.verdict]
+
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework,
                        dtype=dtype, optimizer=optimizer, batch=batch, seq_len=seq_len, grad_checkpointing=gc,
                        attention=attention, loss=loss, lora_r=lora_r,

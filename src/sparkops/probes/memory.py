@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sparkops.facts.model import CgroupMemFacts, MemoryFacts, PsiFacts
 from sparkops.facts.reading import Unavailable, Why, missing
+from sparkops.probes import fragmentation
 from sparkops.probes.host import read_small, root_of, under_root
 
 SECTION = "memory"
@@ -164,7 +165,7 @@ def gather(root: Path = Path("/")) -> MemoryFacts:
     except OSError as exc:  # a racing cgroup removal; the rest of the section still stands
         err = missing(Why.error, f"cgroup: {exc}")
         cg = CgroupMemFacts(version=err, limit_bytes=err, usage_bytes=err)
-    return MemoryFacts(meminfo_bytes=meminfo, psi=psi, cgroup=cg)
+    return MemoryFacts(meminfo_bytes=meminfo, psi=psi, cgroup=cg, fragmentation=fragmentation.gather(root))
 
 
 def collect(opts) -> MemoryFacts:

@@ -307,7 +307,10 @@ def facts_from_quick(payload: Mapping[str, Any], limits: Limits, scan: bool = Tr
     if not scan:
         ext, truncated = missing(Why.not_collected, "not scanned: the extension modules are inside the container"), False
     elif isinstance(sources, dict):
-        extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s)
+        from sparkops.knowledge import load
+
+        kernel_packages = frozenset(load().t("g7.kernel_packages"))
+        extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s, kernel_packages)
         ext: list[ExtensionNeeds] | Unavailable = extensions
     else:
         ext, truncated = missing(Why.error, "no extension list"), False
@@ -414,9 +417,10 @@ def _candidate_files(sources: Mapping[str, Any], deadline: float, cut: list[bool
 
 
 def scan_extensions(
-    sources: Mapping[str, Any], max_files: int, budget_s: float
+    sources: Mapping[str, Any], max_files: int, budget_s: float, kernel_packages: frozenset[str] = frozenset()
 ) -> tuple[list[ExtensionNeeds], bool]:
-    """CUDA DT_NEEDED of each extension module; ``truncated`` when the file or time budget ran out."""
+    """CUDA DT_NEEDED of each extension module, and for ``kernel_packages`` (serving engines' kernel
+    libraries) the GPU targets their fatbins carry; ``truncated`` when the file or time budget ran out."""
     found: list[ExtensionNeeds] = []
     seen: set[str] = set()
     deadline = time.monotonic() + budget_s
@@ -431,14 +435,16 @@ def scan_extensions(
         examined += 1
         info = elf.dynamic_info(path)
         needs = elf.cuda_needs(info.needed)
-        if needs:
+        kernels = elf.fatbin_targets(path) if package in kernel_packages else []
+        if needs or kernels:
             runpath = elf.expand_origin(info.runpath, path)
             resolved = {}
             for need in needs:
                 hit = next((os.path.join(d, need) for d in runpath if os.path.exists(os.path.join(d, need))), None)
                 if hit:
                     resolved[need] = hit
-            found.append(ExtensionNeeds(package=package, file=path, needed=needs, runpath=runpath, resolved=resolved))
+            found.append(ExtensionNeeds(package=package, file=path, needed=needs, runpath=runpath, resolved=resolved,
+                                        kernels=kernels))
     return found, cut[0]
 
 

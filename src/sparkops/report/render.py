@@ -122,6 +122,12 @@ def render_gotcha(g: Gotcha, matrix: StackMatrix | None = None) -> str:
         out += [f"  {line}" for line in matrix.bare_pip_sequence]
         out += ["  then verify: python -c \"import torch; print(torch.cuda.is_available(), torch.version.cuda)\""
                 "  (expect: True 13.0)"]
+    if g.codes:
+        out += ["", "Decisions (sub-codes; findings carry them in `code`)"]
+        for code, sub in g.codes.items():
+            where = f", fix runs {'in the ' if sub.where in ('container', 'target-env') else 'on the '}{sub.where}" \
+                if sub.where and sub.where != "anywhere" else ""
+            out.append(f"  {code} ({sub.status}{where}): {sub.line}")
     if g.known_problems:
         out += ["", "Known problems", f"  {g.known_problems}"]
     if g.references:

@@ -11,6 +11,7 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "facts": ("sparkops.facts.model", "Facts"),  # the replayable snapshot (spark-ops collect)
     "report": ("sparkops.report.model", "Report"),  # env-report.json (spark-ops preflight)
     "plan": ("sparkops.planner.plan", "PlanResult"),  # spark-ops plan --json
+    "serve": ("sparkops.planner.serve", "ServePlanResult"),  # spark-ops plan --serve --json
     "diagnosis": ("sparkops.diagnose.model", "Diagnosis"),  # one element of spark-ops diagnose --json
     "bandwidth": ("sparkops.bandwidth.report", "BandwidthReport"),  # spark-ops bandwidth --json
     "fleet": ("sparkops.fleet.model", "FleetReport"),  # fleet-report.json (spark-ops fleet)

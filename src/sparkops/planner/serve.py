@@ -1,0 +1,730 @@
+"""Serving on a Spark: will this model serve, with how much KV cache, beside what else? (issue 20)
+
+model shape (training catalog, serving-only entries in engines.yaml, a config.json, or a GGUF
+header) -> weights as the engine holds them (bf16, FP8, NVFP4, MXFP4, AWQ/GPTQ, GGUF types) ->
+KV bytes per token (GQA, head dim, sliding-window layers, MLA, fp8/q8 caches) -> the engine's own
+accounting (vLLM's share of TOTAL memory and its start-up free-memory check, SGLang's
+mem_fraction_static, llama.cpp's -c/-np, Ollama's num_ctx x parallel) -> the machine (total, what
+CUDA calls free, page cache) -> verdict. Pure functions of their inputs; the machine comes in as
+numbers (``Machine``), read from facts by :func:`machine_from_facts`.
+
+Units: GiB (2^30 bytes), as the engines print them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkops.planner.serve_engines import (
+    ServeInputError,
+    ServeSpec,
+    candidate_names,
+    engine_value,
+    engines_knowledge,
+    format_from_name,
+    gguf_type_from_name,
+)
+
+if TYPE_CHECKING:
+    from sparkops.facts.model import Facts
+    from sparkops.planner.architecture import ModelArch
+    from sparkops.planner.gguf import GGUFHeader
+
+GIB = 1024**3
+Verdict = Literal["fits", "tight", "does-not-fit"]
+
+
+# ------------------------------------------------------------------ model shape
+
+
+@dataclass(frozen=True)
+class ServeShape:
+    """What serving needs to know of a model."""
+
+    id: str
+    name: str
+    source: str
+    layers: int
+    attn_layers: int  # layers with a KV cache (softmax attention, full or sliding)
+    sliding_layers: int
+    sliding_window: int | None
+    kv_heads: int
+    head_dim: int
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+    expert_intermediate: int
+    vocab: int
+    params_total: int
+    params_embedding: int
+    params_linear: int  # quantizable decoder Linear weights (experts included)
+    params_expert: int  # expert weights only (MXFP4 in gpt-oss)
+    mla_dim: int | None = None  # kv_lora_rank + qk_rope_head_dim (DeepSeek MLA)
+    native_format: str | None = None  # what the published checkpoint stores when the name says nothing
+    gguf_bytes: int | None = None  # exact tensor bytes from a GGUF header
+    gguf_embedding_bytes: int | None = None
+    gguf_type: str | None = None
+    context_train: int | None = None
+
+
+def shape_from_arch(arch: ModelArch) -> ServeShape:
+    gated = 3 if arch.mlp_gated else 2
+    expert = arch.moe_layers * arch.experts * gated * arch.hidden * arch.expert_intermediate
+    native = "mxfp4" if arch.family == "gpt_oss" else arch.prequantized
+    return ServeShape(
+        id=arch.id, name=arch.name, source=arch.source, layers=arch.layers,
+        attn_layers=arch.layers - arch.linear_attention_layers, sliding_layers=arch.sliding_layers,
+        sliding_window=arch.sliding_window, kv_heads=arch.kv_heads, head_dim=arch.head_dim, hidden=arch.hidden,
+        intermediate=arch.intermediate, experts=arch.experts, top_k=arch.experts_per_token,
+        expert_intermediate=arch.expert_intermediate, vocab=arch.vocab, params_total=arch.params_total,
+        params_embedding=arch.params_embedding, params_linear=arch.params_linear, params_expert=expert,
+        native_format=native)
+
+
+def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -> ServeShape:
+    """A llama-like (dense or MoE, optionally MLA) shape straight from config.json fields: for
+    model types the training catalog does not count (MiniMax-M2, DeepSeek V3)."""
+    def need(*keys: str) -> int:
+        for k in keys:
+            v = cfg.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        raise ServeInputError(f"{name}: config has no positive {' / '.join(keys)}")
+
+    h = need("hidden_size")
+    layers = need("num_hidden_layers")
+    heads = need("num_attention_heads")
+    kv = cfg.get("num_key_value_heads") or heads
+    hd = cfg.get("head_dim") or h // heads
+    vocab = need("vocab_size")
+    experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    inter = int(cfg.get("intermediate_size") or 0)
+    e_inter = int(cfg.get("moe_intermediate_size") or (inter if experts else 0))
+    dense_layers = int(cfg.get("first_k_dense_replace") or 0) if experts else layers
+    moe_layers = layers - dense_layers if experts else 0
+    mla = None
+    if cfg.get("kv_lora_rank"):
+        mla = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 0)
+        qk = int(cfg.get("qk_nope_head_dim") or 0) + int(cfg.get("qk_rope_head_dim") or 0)
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        attn = (h * q_lora + q_lora * heads * qk if q_lora else h * heads * qk) + h * mla \
+            + int(cfg["kv_lora_rank"]) * heads * (int(cfg.get("qk_nope_head_dim") or 0) + int(cfg.get("v_head_dim") or hd)) \
+            + heads * int(cfg.get("v_head_dim") or hd) * h
+    else:
+        attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h
+    expert_p = moe_layers * experts * 3 * h * e_inter
+    shared = moe_layers * int(cfg.get("n_shared_experts") or 0) * 3 * h * e_inter
+    dense_p = dense_layers * 3 * h * (inter if not experts else int(cfg.get("intermediate_size") or e_inter))
+    router = moe_layers * h * experts
+    linear = layers * attn + expert_p + shared + dense_p + router
+    emb = vocab * h
+    head = 0 if cfg.get("tie_word_embeddings") else vocab * h
+    total = linear + emb + head + layers * 2 * h + h
+    return ServeShape(
+        id=id, name=name, source=source, layers=layers, attn_layers=layers, sliding_layers=0, sliding_window=None,
+        kv_heads=int(kv), head_dim=int(hd), hidden=h, intermediate=inter, experts=experts, top_k=top_k,
+        expert_intermediate=e_inter, vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear,
+        params_expert=expert_p, mla_dim=mla)
+
+
+_SWA_PATTERN = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "cohere2": 4}  # one global layer per N (llama.cpp)
+
+
+def shape_from_gguf(header: GGUFHeader, *, source: str) -> ServeShape:
+    """Shapes and exact weight bytes from a GGUF header (llama.cpp's own metadata keys)."""
+    arch = header.architecture
+    if not arch:
+        raise ServeInputError(f"{source}: GGUF header has no general.architecture")
+
+    def get_int(key: str, default: int | None = None) -> int:
+        v = header.arch_key(key, default)
+        if isinstance(v, list):  # per-layer arrays (head_count_kv on hybrid models): the largest
+            v = max((x for x in v if isinstance(x, int)), default=default)
+        if not isinstance(v, int) or v <= 0:
+            if default is not None:
+                return default
+            raise ServeInputError(f"{source}: GGUF header has no {arch}.{key}")
+        return v
+
+    layers = get_int("block_count")
+    hidden = get_int("embedding_length")
+    heads = get_int("attention.head_count")
+    kv = get_int("attention.head_count_kv", heads)
+    hd = get_int("attention.key_length", hidden // heads)
+    window = header.arch_key("attention.sliding_window")
+    window = window if isinstance(window, int) and window > 0 else None
+    sliding = 0
+    if window and arch in _SWA_PATTERN:
+        sliding = layers - layers // _SWA_PATTERN[arch]
+    emb_t = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
+    vocab = header.array_lengths.get("tokenizer.ggml.tokens") or (emb_t.shape[1] if emb_t and len(emb_t.shape) > 1 else 0)
+    total = sum(t.elements for t in header.tensors)
+    emb = emb_t.elements if emb_t else 0
+    gbytes = header.tensor_bytes()
+    ftype = header.metadata.get("general.file_type")
+    name = str(header.metadata.get("general.name") or source)
+    expert_count = get_int("expert_count", 0) if header.arch_key("expert_count") else 0
+    return ServeShape(
+        id=name, name=name, source=f"gguf:{source}", layers=layers, attn_layers=layers, sliding_layers=sliding,
+        sliding_window=window, kv_heads=kv, head_dim=hd, hidden=hidden,
+        intermediate=get_int("feed_forward_length", 0), experts=expert_count,
+        top_k=get_int("expert_used_count", 0) if expert_count else 0,
+        expert_intermediate=get_int("expert_feed_forward_length", 0) if expert_count else 0, vocab=int(vocab or 0),
+        params_total=total, params_embedding=emb, params_linear=total - emb, params_expert=0,
+        gguf_bytes=gbytes, gguf_embedding_bytes=(emb_t.nbytes or 0) if emb_t else 0,
+        gguf_type=_FILE_TYPES.get(ftype) if isinstance(ftype, int) else None,
+        context_train=header.arch_key("context_length") if isinstance(header.arch_key("context_length"), int) else None)
+
+
+# llama.cpp's llama_ftype numbers (general.file_type)
+_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+               12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+               19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+               26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 38: "MXFP4"}
+
+
+def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | None = None,
+                  env: Any = None) -> ServeShape:
+    """The model's serving shape: a GGUF file's header, a config path, the serving-only entries,
+    then the training catalog (under the name, then without its quantization suffix)."""
+    from sparkops.planner import architecture
+
+    if gguf:
+        from pathlib import Path
+
+        from sparkops.planner.gguf import read_header
+
+        return shape_from_gguf(read_header(Path(gguf).expanduser()), source=gguf)
+    if config:
+        return shape_from_arch(architecture.from_path(config, env=env))
+    if not model:
+        raise ServeInputError("no model given: name one (--model qwen3-30b-a3b, or the id in the command line)")
+    names = candidate_names(model)
+    kb = engines_knowledge()
+    for n in names:
+        key = n.lower()
+        for e in kb.models:
+            if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
+                if e.same_as:
+                    s = shape_from_arch(architecture.resolve(e.same_as))
+                    return ServeShape(**{**s.__dict__, "id": e.id, "name": e.name, "source": e.source})
+                return shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
+    last: Exception | None = None
+    for n in names:
+        try:
+            return shape_from_arch(architecture.resolve(n, env=env))
+        except architecture.ArchitectureError as exc:
+            last = last or exc
+    raise ServeInputError(str(last) if last else f"unknown model {model!r}")
+
+
+# ------------------------------------------------------------------ weights
+
+
+def weight_format(shape: ServeShape, spec: ServeSpec) -> str:
+    """bf16 | fp8 | int8 | awq | gptq | nvfp4 | mxfp4 | gguf:<TYPE>."""
+    if spec.engine in ("llama.cpp", "ollama") or shape.gguf_bytes is not None:
+        t = shape.gguf_type or gguf_type_from_name(spec.model) or gguf_type_from_name(spec.gguf_path)
+        return f"gguf:{t or 'Q4_K_M'}"
+    return format_from_name(spec.model, spec.quantization) or shape.native_format or "bf16"
+
+
+def weights_bytes(shape: ServeShape, fmt: str, engine: str = "") -> tuple[int, str]:
+    """Bytes the weights take in the engine (all ranks together) and how that was counted."""
+    kb = engines_knowledge()
+    if fmt.startswith("gguf:"):
+        if shape.gguf_bytes is not None:
+            return shape.gguf_bytes, "exact tensor bytes from the GGUF header"
+        t = fmt.split(":", 1)[1]
+        bpw = kb.gguf_bits_per_weight.get(t)
+        if bpw is None:
+            raise ServeInputError(f"unknown GGUF type {t!r}; known: {', '.join(kb.gguf_bits_per_weight)}")
+        return int(shape.params_total * bpw / 8), f"{t} at about {bpw:g} bits per weight (llama.cpp's quantize table)"
+    wb = kb.weight_bytes.get(fmt)
+    if wb is None:
+        raise ServeInputError(f"unknown weight format {fmt!r}; known: {', '.join(kb.weight_bytes)}, gguf:<TYPE>")
+    if fmt in ("bf16", "fp16", "fp32"):
+        return int(shape.params_total * wb), f"{fmt}: {wb:g} bytes per parameter"
+    if fmt == "mxfp4":
+        q = shape.params_expert or shape.params_linear
+        pad = 1.0
+        if engine == "vllm" and shape.params_expert and shape.hidden and shape.expert_intermediate:
+            p = engine_value("vllm", "mxfp4_pad")
+            pad = (-(-shape.hidden // p["hidden"]) * p["hidden"] / shape.hidden) * \
+                  (-(-shape.expert_intermediate // p["intermediate"]) * p["intermediate"] / shape.expert_intermediate)
+        note = f", experts padded x{pad:.3f} (vLLM's MXFP4 layout)" if pad > 1 else ""
+        return int(q * pad * wb + (shape.params_total - q) * 2), f"MXFP4 experts (4.25 bits), everything else bf16{note}"
+    q = shape.params_linear
+    return int(q * wb + (shape.params_total - q) * 2), \
+        f"{fmt} decoder Linear weights ({wb:g} bytes each, scales included), embeddings/lm_head/norms bf16"
+
+
+# ------------------------------------------------------------------ KV cache
+
+_KV_BYTES = {"auto": 2.0, "bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0,
+             "fp8_e5m2": 1.0, "fp8_ds_mla": 1.0, "int8": 1.0, "fp4": 0.5, "nvfp4": 0.5625}
+
+
+def kv_dtype_bytes(spec: ServeSpec) -> float:
+    if spec.engine in ("llama.cpp", "ollama"):
+        table = engine_value("llama.cpp", "cache_type_bytes")
+        k = table.get((spec.cache_type_k or "f16").lower())
+        v = table.get((spec.cache_type_v or spec.cache_type_k or "f16").lower())
+        if k is None or v is None:
+            raise ServeInputError(f"unknown cache type {spec.cache_type_k or spec.cache_type_v!r}; known: {', '.join(table)}")
+        return (k + v) / 2
+    d = (spec.kv_cache_dtype or "auto").lower()
+    if d not in _KV_BYTES:
+        raise ServeInputError(f"unknown --kv-cache-dtype {spec.kv_cache_dtype!r}; known: {', '.join(_KV_BYTES)}")
+    return _KV_BYTES[d]
+
+
+def kv_layer_bytes(shape: ServeShape, kv_bytes: float, tp: int = 1) -> float:
+    """KV bytes one token takes in ONE attention layer on one tensor-parallel rank: K and V of
+    the rank's KV heads (replicated when there are fewer KV heads than ranks); MLA keeps one
+    compressed latent (kv_lora_rank + rope dims), the same on every rank."""
+    if shape.mla_dim:
+        return shape.mla_dim * kv_bytes
+    heads = max(1, math.ceil(shape.kv_heads / max(1, tp)))
+    return 2 * heads * shape.head_dim * kv_bytes
+
+
+def kv_bytes_per_token(shape: ServeShape, kv_bytes: float, tp: int = 1) -> float:
+    """All attention layers of one rank (what a fully grown token costs)."""
+    return kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers
+
+
+def request_kv_bytes(shape: ServeShape, length: int, kv_bytes: float, tp: int = 1, block: int = 16) -> float:
+    """KV one request of ``length`` tokens holds: full layers grow with it, sliding-window layers
+    stop at the window (plus one block)."""
+    per = kv_layer_bytes(shape, kv_bytes, tp)
+    full = shape.attn_layers - shape.sliding_layers
+    win = min(length, (shape.sliding_window or length) + block)
+    return per * (full * length + shape.sliding_layers * win)
+
+
+# ------------------------------------------------------------------ the machine
+
+
+class Machine(BaseModel):
+    """The memory an engine meets at start-up, per GPU (GiB)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str  # live | facts | target:<key> | explicit | log
+    total_gib: float  # what cudaMemGetInfo calls total (GB10: MemTotal)
+    free_gib: float | None = None  # what cudaMemGetInfo calls free (GB10: MemFree: page cache counts as used)
+    available_gib: float | None = None  # MemAvailable (unified) / free (discrete)
+    page_cache_gib: float | None = None  # MemAvailable - MemFree: what drop_caches gives back
+    unified: bool = False
+    os_reserve_gib: float = 0.0
+    gpu_name: str = ""  # engines pick defaults by it (vLLM: A100s get the small-GPU defaults)
+    detail: str = ""
+
+
+def machine_from_facts(facts: Facts, source: str, os_reserve_gib: float) -> Machine:
+    """Total and free as CUDA reports them: on unified memory (GB10) total = MemTotal and free =
+    MemFree (cudaMemGetInfo counts the page cache as used; unslothai/unsloth#10704); on a discrete
+    GPU the device's own numbers."""
+    from sparkops.facts.reading import known
+
+    mi = facts.memory.meminfo_bytes
+    dev = facts.gpu.devices[0] if facts.gpu.devices else None
+    unified = dev is not None and (not known(dev.memory_total_bytes) or "GB10" in (dev.name or ""))
+    if unified and known(mi) and "MemTotal" in mi:  # type: ignore[operator]
+        total = mi["MemTotal"] / GIB  # type: ignore[index]
+        free = mi.get("MemFree", 0) / GIB if "MemFree" in mi else None  # type: ignore[union-attr]
+        avail = mi["MemAvailable"] / GIB if "MemAvailable" in mi else None  # type: ignore[index,operator]
+        cache = (avail - free) if (avail is not None and free is not None) else None
+        return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(avail),
+                       page_cache_gib=_r(cache), unified=True, os_reserve_gib=os_reserve_gib,
+                       gpu_name=dev.name if dev is not None else "",
+                       detail="unified memory: CUDA total = MemTotal, CUDA free = MemFree")
+    if dev is not None and known(dev.memory_total_bytes):
+        total = dev.memory_total_bytes / GIB  # type: ignore[operator]
+        free = dev.memory_free_bytes / GIB if known(dev.memory_free_bytes) else None  # type: ignore[operator]
+        return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(free),
+                       unified=False, gpu_name=dev.name, detail=f"GPU 0 ({dev.name}) device memory")
+    raise ServeInputError("no GPU memory in these facts (no GPU, or its memory was not read); "
+                          "give --target dgx-spark or --budget-gb")
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+# dated: an idle DGX Spark (reference/gb10-readings.md: MemTotal 127600748 kB = 121.69 GiB,
+# MemAvailable 118566368 kB = 113.07 GiB; vLLM saw free 110.34/121.69 on a clean boot)
+TARGETS = {"dgx-spark": {"total_gib": 121.69, "free_gib": 110.34, "available_gib": 113.07, "unified": True},
+           "h200": {"total_gib": 139.8, "free_gib": 139.2, "available_gib": 139.2, "unified": False},
+           "h100": {"total_gib": 79.19, "free_gib": 78.6, "available_gib": 78.6, "unified": False}}
+
+
+def machine_from_target(target: str, os_reserve_gib: float) -> Machine:
+    key = target.lower().replace("_", "-")
+    key = {"spark": "dgx-spark", "gb10": "dgx-spark"}.get(key, key)
+    if key not in TARGETS:
+        raise ServeInputError(f"no serving target {target!r}; known: {', '.join(TARGETS)}")
+    t = TARGETS[key]
+    cache = round(t["available_gib"] - t["free_gib"], 2) if t["unified"] else None
+    return Machine(source=f"target:{key}", total_gib=t["total_gib"], free_gib=t["free_gib"],
+                   available_gib=t["available_gib"], page_cache_gib=cache, unified=bool(t["unified"]),
+                   os_reserve_gib=os_reserve_gib if t["unified"] else 0.0,
+                   detail=f"{key}: an idle box as recorded (gb10-readings.md / device readings)")
+
+
+# ------------------------------------------------------------------ results
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServeModelInfo(_M):
+    id: str
+    name: str
+    source: str
+    params_b: float
+    format: str
+    weights_detail: str
+
+
+class KVInfo(_M):
+    dtype_bytes: float
+    bytes_per_token: float  # all attention layers of one rank
+    available_gib: float | None  # the KV pool
+    tokens: int | None  # the pool in tokens (vLLM: "GPU KV cache size")
+    request_gib: float | None  # one request at max_model_len
+    max_concurrency: float | None  # requests of max_model_len that fit at once
+    fits_max_model_len: bool | None
+    max_model_len_fitting: int | None  # the longest single request the pool holds
+    sliding_layers: int = 0
+    mla: bool = False
+
+
+class StartCheck(_M):
+    check: str  # what the engine tests at start-up, in words
+    requested_gib: float | None = None
+    free_gib: float | None = None
+    passes: bool | None = None  # None: the free memory is not known
+    passes_after_flush: bool | None = None
+    largest_share_now: float | None = None  # vLLM: the utilization that passes with today's free memory
+    detail: str = ""
+
+
+class BesideJob(_M):
+    """Another job sharing the pool (a second server, a fine-tune): what it holds and how we know."""
+
+    name: str
+    gib: float
+    how: str
+
+
+class ServePlanResult(_M):
+    """``spark-ops plan --serve --json``. Sizes in GiB (2^30 bytes), per GPU."""
+
+    schema_version: int = 1
+    unit: str = "GiB (2^30 bytes), per GPU"
+    engine: str
+    engine_modelled_version: str
+    spec: ServeSpec
+    model: ServeModelInfo
+    weights_gib: float  # per GPU (tensor/pipeline parallel split)
+    overheads: dict[str, float]  # activation_peak, non_torch, cudagraph, compute_buffer ...
+    kv: KVInfo
+    footprint_gib: float  # what the engine holds from the pool once started
+    machine: Machine
+    start: StartCheck
+    verdict: Verdict
+    budget_gib: float  # what the pool can give this server now
+    headroom_gib: float
+    beside: list[BesideJob] = Field(default_factory=list)  # other jobs planned on the same pool
+    running: list[BesideJob] = Field(default_factory=list)  # servers/trainers running now (already in free memory)
+    suggestions: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    two_sparks: dict[str, str] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ engine accounting
+
+
+def _version(spec: ServeSpec) -> tuple[int, int] | None:
+    """The engine version to model; None = the current one. 'V0' -> (0, 0)."""
+    v = spec.engine_version
+    if not v:
+        return None
+    if re.match(r"\s*v0\b", v, re.IGNORECASE):
+        return (0, 0)
+    m = re.search(r"(\d+)\.(\d+)", v)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _ge(v: tuple[int, int] | None, s: str) -> bool:
+    if v is None:
+        return True
+    a, b = (int(x) for x in s.split("."))
+    return v >= (a, b)
+
+
+def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
+    """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank)."""
+    s = shape
+    d_tok = engine_value("vllm", "default_max_num_batched_tokens")
+    d_seq = engine_value("vllm", "default_max_num_seqs")
+    large = total_gib >= d_tok["large_gpu_from_gib"] and not any(
+        x.lower() in gpu_name.lower() for x in engine_value("vllm", "large_gpu_excludes"))
+    v = _version(spec)
+    if v == (0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
+        tokens = spec.max_num_batched_tokens or max(spec.max_model_len or 2048, 2048)
+    else:
+        tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
+    seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
+    if s.experts and s.top_k:
+        per_tok = 2 * s.top_k * (3 * s.expert_intermediate / tp + s.hidden)
+    else:
+        per_tok = 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
+    act = tokens * per_tok
+    sampler = min(seqs, tokens) * s.vocab * engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
+    graphs = 0.0
+    if not spec.enforce_eager and _ge(v, engine_value("vllm", "cudagraph_in_budget_since")):
+        graphs = engine_value("vllm", "cudagraph_gib_per_32_layers") * max(1.0, s.layers / spec.pipeline_parallel / 32)
+    return {"activation_peak": round(max(act, sampler) / GIB, 3), "non_torch": non_torch, "cudagraph": round(graphs, 3),
+            "profiled_tokens": float(tokens)}
+
+
+@dataclass
+class _Plan:
+    weights: float  # GiB per rank
+    overheads: dict[str, float]
+    kv_available: float | None
+    tokens: int | None
+    footprint: float
+    start: StartCheck
+    notes: list[str]
+
+
+def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+    util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
+    tp = spec.tensor_parallel
+    requested = math.ceil(m.total_gib * util * GIB) / GIB
+    ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name)
+    notes = []
+    if spec.kv_cache_memory_bytes:
+        kv_avail = spec.kv_cache_memory_bytes / GIB
+        notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
+    else:
+        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - ov["cudagraph"]
+    block = int(engine_value("vllm", "block_size"))
+    page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
+    tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
+    free = m.free_gib
+    passes = None if free is None else free >= requested
+    after = None
+    if passes is False and m.page_cache_gib is not None:
+        after = free + m.page_cache_gib >= requested  # type: ignore[operator]
+    largest = None if free is None else math.floor(free / m.total_gib * 100) / 100
+    detail = (f"vLLM asks for gpu_memory_utilization x TOTAL = {util:g} x {m.total_gib:.2f} = {requested:.2f} GiB "
+              "and refuses to start ('Free memory on device ... is less than desired GPU memory utilization') "
+              "when CUDA's free memory is smaller")
+    if m.unified:
+        detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
+    start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
+                       free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
+    return _Plan(weights=weights_gib, overheads=ov, kv_available=round(kv_avail, 2), tokens=tokens,
+                 footprint=requested + (0.0 if _ge(_version(spec), "0.21") or spec.enforce_eager else ov["cudagraph"]),
+                 start=start, notes=notes)
+
+
+def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+    msf = spec.mem_fraction_static or engine_value("sglang", "default_mem_fraction_static")
+    tp = spec.tensor_parallel
+    free = m.free_gib if m.free_gib is not None else m.total_gib
+    after_weights = free - weights_gib
+    rest = after_weights - m.total_gib * (1 - msf)
+    cell = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers
+    tokens = int(rest * GIB // cell) if rest > 0 else 0
+    passes = None if m.free_gib is None else rest > 0
+    start = StartCheck(check="free after weights - total x (1 - mem_fraction_static) > 0",
+                       requested_gib=round(m.total_gib * msf, 2), free_gib=m.free_gib, passes=passes,
+                       detail=f"SGLang keeps total x (1 - {msf:g}) = {m.total_gib * (1 - msf):.2f} GiB for activations "
+                              "and CUDA graphs and gives the rest of the memory free after loading to the KV pool")
+    return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(m.total_gib * (1 - msf), 2)},
+                 kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
+                 start=start, notes=[])
+
+
+def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> tuple[int, int, int]:
+    """(context cells, sliding-layer cells, sequences) for llama.cpp / Ollama."""
+    if spec.engine == "ollama":
+        num_ctx = spec.ctx_size or int(engine_value("ollama", "default_num_ctx"))
+        seqs = spec.parallel or int(engine_value("ollama", "default_num_parallel"))
+        cells = num_ctx * seqs
+    else:
+        cells = spec.ctx_size or (shape.context_train or int(engine_value("llama.cpp", "default_ctx")))
+        seqs = spec.parallel or int(engine_value("llama.cpp", "default_parallel"))
+    ub = spec.ubatch or int(engine_value("llama.cpp", "default_ubatch"))
+    swa = cells
+    if shape.sliding_layers and shape.sliding_window and not spec.swa_full:
+        swa = min(cells, -(-(shape.sliding_window * seqs + ub) // 256) * 256)
+    return cells, swa, seqs
+
+
+def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+    cells, swa, seqs = _gguf_kv_cells(shape, spec)
+    per = kv_layer_bytes(shape, kvb)
+    full = shape.attn_layers - shape.sliding_layers
+    kv = (full * cells + shape.sliding_layers * swa) * per / GIB
+    compute = float(engine_value("llama.cpp", "compute_buffer_gib") if spec.engine == "llama.cpp"
+                    else engine_value("ollama", "graph_gib"))
+    need = weights_gib + kv + compute
+    free = m.free_gib if not m.unified else (m.available_gib if m.available_gib is not None else m.free_gib)
+    passes = None if free is None else need <= free
+    if spec.engine == "ollama":
+        check = "weights + KV + graph <= free GPU memory (else Ollama leaves layers on the CPU)"
+    else:
+        check = "weights + KV + compute buffer <= free memory (else cudaMalloc fails at load)"
+    start = StartCheck(check=check, requested_gib=round(need, 2), free_gib=free, passes=passes,
+                       detail=f"{cells} KV cells ({seqs} sequence{'s' if seqs != 1 else ''}), "
+                              f"{shape.sliding_layers} sliding-window layers at {swa} cells")
+    return _Plan(weights=weights_gib, overheads={"compute_buffer": compute}, kv_available=round(kv, 3),
+                 tokens=cells, footprint=need, start=start, notes=[])
+
+
+# ------------------------------------------------------------------ the plan
+
+
+def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
+               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None) -> ServePlanResult:
+    """Judge one server against one machine, beside other planned jobs on the same pool. Pure."""
+    beside = list(beside or [])
+    kbe = engines_knowledge()
+    fmt = weight_format(shape, spec)
+    wbytes, wdetail = weights_bytes(shape, fmt, spec.engine)
+    ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
+    weights_gib = wbytes / GIB / ranks
+    if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
+            and spec.n_gpu_layers < shape.layers:
+        wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
+    kvb = kv_dtype_bytes(spec)
+    if spec.engine == "vllm":
+        p = _vllm(shape, spec, machine, weights_gib, kvb)
+    elif spec.engine == "sglang":
+        p = _sglang(shape, spec, machine, weights_gib, kvb)
+    else:
+        p = _gguf(shape, spec, machine, weights_gib, kvb)
+
+    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang") else 1
+    per_tok = kv_bytes_per_token(shape, kvb, tp)
+    mml = spec.max_model_len if spec.engine in ("vllm", "sglang") else None
+    if spec.engine in ("llama.cpp", "ollama"):
+        cells, _, seqs = _gguf_kv_cells(shape, spec)
+        # llama.cpp (kv_unified, b6xxx+): every slot may grow to all -c cells, they share them;
+        # Ollama: each of the parallel sequences gets num_ctx
+        mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
+    mml = mml or shape.context_train
+    req = request_kv_bytes(shape, mml, kvb, tp) / GIB if mml else None
+    pool = p.kv_available
+    conc = round(pool / req, 2) if (req and pool is not None and pool > 0) else (0.0 if req else None)
+    fits_len = None if req is None or pool is None else pool >= req
+    longest = None
+    if pool is not None and pool > 0:
+        lo, hi = 0, 1 << 24
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if request_kv_bytes(shape, mid, kvb, tp) / GIB <= pool:
+                lo = mid
+            else:
+                hi = mid - 1
+        longest = lo
+    kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
+                request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
+                max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
+
+    budget = (machine.available_gib if machine.available_gib is not None else machine.total_gib) - machine.os_reserve_gib
+    footprint = p.footprint
+    others = sum(b.gib for b in beside)
+    headroom = budget - others - footprint
+    sugg: list[str] = []
+    notes = list(p.notes)
+    verdict: Verdict = "fits"
+    bad = []
+    if pool is not None and pool <= 0:
+        bad.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
+    elif fits_len is False:
+        bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
+    if p.start.passes is False and not p.start.passes_after_flush:
+        bad.append("the engine's start-up memory check fails with the memory free now")
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama") or beside):
+        with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
+        bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
+    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
+            and machine.free_gib - others < (p.start.requested_gib or 0):
+        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, CUDA's free memory "
+                     f"({machine.free_gib - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
+                     "start-up check asks for")
+    if bad:
+        verdict = "does-not-fit"
+    elif p.start.passes is False and p.start.passes_after_flush:
+        verdict = "tight"
+        notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
+    elif headroom < budget * fit_margin or (spec.concurrency and conc is not None and conc < spec.concurrency):
+        verdict = "tight"
+    if spec.concurrency and conc is not None and conc < spec.concurrency:
+        notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
+    if spec.engine == "vllm":
+        util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
+        floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
+            + (req or 0.0)
+        if p.start.passes is False and machine.free_gib is not None:
+            now = p.start.largest_share_now or 0.0
+            flushed = math.floor((machine.free_gib + (machine.page_cache_gib or 0.0)) / machine.total_gib * 100) / 100
+            if now * machine.total_gib >= floor_need:
+                sugg.append(f"--gpu-memory-utilization {now:.2f} passes the start-up check with today's free "
+                            f"memory ({machine.free_gib:.2f} of {machine.total_gib:.2f} GiB)")
+            if machine.page_cache_gib and flushed > now and flushed * machine.total_gib >= floor_need:
+                sugg.append(f"drop the page cache first (sync; echo 3 > /proc/sys/vm/drop_caches, as root): "
+                            f"then --gpu-memory-utilization {flushed:.2f} passes")
+            if flushed * machine.total_gib < floor_need:
+                sugg.append(f"even with the page cache dropped, {flushed * machine.total_gib:.2f} GiB is free and this "
+                            f"server needs {floor_need:.2f} GiB: stop other jobs, or a smaller model or quantization")
+        if fits_len is False and longest:
+            sugg.append(f"--max-model-len {longest // 1024 * 1024 if longest >= 1024 else longest} fits the pool")
+        if req and (fits_len is False or (spec.concurrency and conc is not None and conc < spec.concurrency)):
+            want = max(1, spec.concurrency or 1) * req
+            need_util = (want + (p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"]
+                                 + p.overheads["cudagraph"])) / machine.total_gib
+            sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
+                        f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+        if headroom < 0 and not bad:
+            share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
+            sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
+                        f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
+        if kvb >= 2 and req:
+            sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
+        if machine.unified:
+            notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
+                         f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
+                         f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")
+    if spec.engine in ("llama.cpp", "ollama") and fits_len is not None and headroom < 0:
+        sugg.append("a smaller -c / num_ctx, -ctk q8_0 -ctv q8_0 (with flash attention), or a smaller quant type")
+    if bad:
+        notes = bad + notes
+    if spec.ignored:
+        notes.append("not used for memory: " + " ".join(spec.ignored[:8]) + (" ..." if len(spec.ignored) > 8 else ""))
+    info = kbe.engines[spec.engine]
+    return ServePlanResult(
+        engine=spec.engine, engine_modelled_version=info.modelled_version, spec=spec,
+        model=ServeModelInfo(id=shape.id, name=shape.name, source=shape.source,
+                             params_b=round(shape.params_total / 1e9, 3), format=fmt, weights_detail=wdetail),
+        weights_gib=round(weights_gib, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
+        footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
+        budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
+        suggestions=sugg, notes=notes,
+        two_sparks=dict(info.two_sparks))

@@ -1,0 +1,400 @@
+"""Serving engines as data, and the launch line a user pastes, read into one :class:`ServeSpec`.
+
+``knowledge/engines.yaml`` holds each engine's modelled version, its sources and its defaults;
+this module loads it and turns ``vllm serve MODEL --max-model-len 32k ...``, ``python -m
+sglang.launch_server ...``, ``llama-server -m x.gguf -c 65536 -np 4`` or ``ollama run gemma3:27b``
+(with ``OLLAMA_*=`` assignments in front) into the engine's settings. Parsing is ``shlex`` on the
+text, pure and never raising for odd words: what it does not understand lands in ``ignored``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from datetime import date
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkops.errors import InputError
+
+Engine = Literal["vllm", "sglang", "llama.cpp", "ollama"]
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama")
+
+
+class ServeInputError(InputError):
+    """A serving plan cannot be made from this input (unknown engine, bad number, no model)."""
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineInfo(_M):
+    modelled_version: str
+    sources: list[str]
+    two_sparks: dict[str, str]
+    # the rest are engine-specific knobs, kept as a mapping
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ServeModelEntry(_M):
+    id: str
+    name: str
+    hf_ids: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=list)
+    source: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    same_as: str | None = None  # a training-catalog id with the same shapes
+
+
+class EnginesFile(_M):
+    version: int
+    last_verified: date
+    engines: dict[str, EngineInfo]
+    weight_bytes: dict[str, float]
+    gguf_bits_per_weight: dict[str, float]
+    models: list[ServeModelEntry] = Field(default_factory=list)
+
+
+@lru_cache(maxsize=1)
+def engines_knowledge() -> EnginesFile:
+    """``knowledge/engines.yaml``, validated (a bad edit fails loudly here)."""
+    text = resources.files("sparkops.knowledge").joinpath("engines.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    eng = {}
+    for name, body in raw.get("engines", {}).items():
+        body = dict(body)
+        fixed = {k: body.pop(k) for k in ("modelled_version", "sources", "two_sparks") if k in body}
+        eng[name] = {**fixed, "extra": body}
+    raw["engines"] = eng
+    return EnginesFile.model_validate(raw)
+
+
+def engine_value(engine: str, key: str) -> Any:
+    return engines_knowledge().engines[engine].extra[key]
+
+
+# ------------------------------------------------------------------ the spec
+
+
+class ServeSpec(_M):
+    """One server as launched: the engine and the settings that decide its memory."""
+
+    engine: Engine
+    model: str | None = None
+    engine_version: str | None = None  # the version to model (default: the current one in engines.yaml)
+    max_model_len: int | None = None  # vLLM --max-model-len, SGLang --context-length
+    gpu_memory_utilization: float | None = None  # vLLM
+    mem_fraction_static: float | None = None  # SGLang
+    kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
+    quantization: str | None = None  # --quantization, or read from the model name
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
+    parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
+    n_gpu_layers: int | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    swa_full: bool = False
+    ubatch: int | None = None
+    concurrency: int | None = None  # requests the user wants served at once at max_model_len
+    gguf_path: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    ignored: list[str] = Field(default_factory=list)
+
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
+
+
+def parse_size(value: str, what: str) -> int:
+    """``32768``, ``32k`` (32000) or ``32K`` (32768), as vLLM reads --max-model-len."""
+    m = _SIZE.match(value.strip().replace("_", ""))
+    if not m:
+        raise ServeInputError(f"{what} must be a number like 32768, 32k or 32K (got {value!r})")
+    num, unit = float(m.group(1)), m.group(2)
+    mult = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2, "g": 1000**3, "G": 1024**3}[unit]
+    out = int(num * mult)
+    if out <= 0:
+        raise ServeInputError(f"{what} must be positive (got {value!r})")
+    return out
+
+
+def _float(value: str, what: str, lo: float, hi: float) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise ServeInputError(f"{what} must be a number (got {value!r})") from None
+    if not lo < f <= hi:
+        raise ServeInputError(f"{what} must be in ({lo}, {hi}] (got {value!r})")
+    return f
+
+
+def _int(value: str, what: str) -> int:
+    try:
+        i = int(value)
+    except ValueError:
+        raise ServeInputError(f"{what} must be a whole number (got {value!r})") from None
+    if i < 0:
+        raise ServeInputError(f"{what} must not be negative (got {value!r})")
+    return i
+
+
+# flag -> (field, kind); underscores and dashes are the same flag (vLLM and SGLang accept both)
+_VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization": ("gpu_memory_utilization", "frac"),
+         "--tensor-parallel-size": ("tensor_parallel", "int"), "-tp": ("tensor_parallel", "int"),
+         "--pipeline-parallel-size": ("pipeline_parallel", "int"), "-pp": ("pipeline_parallel", "int"),
+         "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--max-num-seqs": ("max_num_seqs", "int"),
+         "--max-num-batched-tokens": ("max_num_batched_tokens", "size"), "--enforce-eager": ("enforce_eager", "flag"),
+         "--quantization": ("quantization", "str"), "-q": ("quantization", "str"), "--model": ("model", "str"),
+         "--kv-cache-memory": ("kv_cache_memory_bytes", "size"), "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size")}
+_SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
+           "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
+           "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
+           "--max-running-requests": ("max_num_seqs", "int"), "--quantization": ("quantization", "str"),
+           "--chunked-prefill-size": ("max_num_batched_tokens", "int")}
+_LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "size"), "--ctx-size": ("ctx_size", "size"),
+          "-ngl": ("n_gpu_layers", "int"), "--n-gpu-layers": ("n_gpu_layers", "int"), "--gpu-layers": ("n_gpu_layers", "int"),
+          "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
+          "--cache-type-k": ("cache_type_k", "str"), "-ctv": ("cache_type_v", "str"), "--cache-type-v": ("cache_type_v", "str"),
+          "--swa-full": ("swa_full", "flag"), "-ub": ("ubatch", "int"), "--ubatch-size": ("ubatch", "int"),
+          "-hf": ("model", "str"), "--hf-repo": ("model", "str")}
+_BOOL_NOARG = {"--enforce-eager", "--swa-full", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
+               "--no-enable-prefix-caching", "--enable-chunked-prefill", "--disable-log-stats", "-fa", "--flash-attn",
+               "--jinja", "--mlock", "--no-mmap", "--enable-auto-tool-choice", "--disable-cuda-graph",
+               "--disable-radix-cache", "--language-model-only", "-fmoe", "-rtr", "--cont-batching"}
+
+
+def _norm_flag(tok: str) -> str:
+    if tok.startswith("--"):
+        return "--" + tok[2:].replace("_", "-")
+    return tok
+
+
+def _detect_engine(tokens: list[str]) -> tuple[str | None, int]:
+    """(engine, index of the first argument after the engine's command)."""
+    for i, t in enumerate(tokens):
+        base = t.rsplit("/", 1)[-1]
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if base == "vllm" and nxt == "serve":
+            return "vllm", i + 2
+        if base in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+            return "vllm", i + 1
+        if base in ("sglang.launch_server",) or (base == "sglang" and nxt in ("serve", "launch_server")):
+            return "sglang", i + (1 if base != "sglang" else 2)
+        if base in ("llama-server", "llama-cli", "llama-cpp-server", "server") and (base != "server" or i == 0):
+            return "llama.cpp", i + 1
+        if base == "ollama" and nxt in ("run", "serve", "pull"):
+            return "ollama", i + 2
+    return None, 0
+
+
+def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
+    """Read a pasted launch line (``vllm serve ...``, ``llama-server ...``, ``ollama run ...``)."""
+    joined = re.sub(r"\\\s*\n", " ", text)
+    try:
+        tokens = shlex.split(joined, comments=False, posix=True)
+    except ValueError as exc:
+        raise ServeInputError(f"cannot split the command line: {exc}") from exc
+    env: dict[str, str] = {}
+    while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
+        k, v = tokens.pop(0).split("=", 1)
+        env[k] = v
+    for t in tokens:  # `-e OLLAMA_NUM_PARALLEL=4` in a docker line
+        if re.fullmatch(r"(OLLAMA|VLLM|SGLANG|LLAMA)_[A-Z0-9_]*=.*", t):
+            k, v = t.split("=", 1)
+            env.setdefault(k, v)
+    found, start = _detect_engine(tokens)
+    eng = engine or found
+    if eng is None:
+        raise ServeInputError("no serving engine in this command line: expected `vllm serve`, "
+                              "`python -m sglang.launch_server`, `llama-server` or `ollama run`")
+    if eng not in ENGINES:
+        raise ServeInputError(f"unknown engine {eng!r}; known: {', '.join(ENGINES)}")
+    table = {"vllm": _VLLM, "sglang": _SGLANG, "llama.cpp": _LLAMA, "ollama": {}}[eng]
+    spec: dict[str, Any] = {"engine": eng, "env": env}
+    ignored: list[str] = []
+    args = tokens[start:]
+    i = 0
+    positional: list[str] = []
+    while i < len(args):
+        tok = args[i]
+        if tok.startswith("-") and len(tok) > 1:
+            name, eq, val = tok.partition("=")
+            flag = _norm_flag(name)
+            if flag in table:
+                fld, kind = table[flag]
+                if kind == "flag":
+                    spec[fld] = True
+                    i += 1
+                    continue
+                if not eq:
+                    if i + 1 >= len(args):
+                        raise ServeInputError(f"{flag} needs a value")
+                    val = args[i + 1]
+                    i += 1
+                spec[fld] = _convert(val, kind, flag)
+            elif flag in _BOOL_NOARG or eq:
+                ignored.append(tok)
+            else:
+                # an unknown flag: take the next word as its value unless it is a flag itself
+                if i + 1 < len(args) and not args[i + 1].startswith("-"):
+                    ignored.append(f"{tok} {args[i + 1]}")
+                    i += 1
+                else:
+                    ignored.append(tok)
+        else:
+            positional.append(tok)
+        i += 1
+    if "model" not in spec and positional and eng in ("vllm", "ollama"):
+        spec["model"] = positional.pop(0)
+    ignored += positional
+    if eng == "ollama":
+        if "OLLAMA_NUM_PARALLEL" in env:
+            spec["parallel"] = _int(env["OLLAMA_NUM_PARALLEL"], "OLLAMA_NUM_PARALLEL")
+        if "OLLAMA_CONTEXT_LENGTH" in env:
+            spec["ctx_size"] = parse_size(env["OLLAMA_CONTEXT_LENGTH"], "OLLAMA_CONTEXT_LENGTH")
+        if "OLLAMA_KV_CACHE_TYPE" in env:
+            spec["cache_type_k"] = spec["cache_type_v"] = env["OLLAMA_KV_CACHE_TYPE"].lower()
+    if eng == "llama.cpp" and spec.get("model", "").endswith(".gguf"):
+        spec["gguf_path"] = spec["model"]
+    spec["ignored"] = ignored
+    return ServeSpec(**spec)
+
+
+def _convert(val: str, kind: str, flag: str) -> Any:
+    if kind == "size":
+        return parse_size(val, flag)
+    if kind == "int":
+        return _int(val, flag)
+    if kind == "frac":
+        return _float(val, flag, 0.0, 1.0)
+    return val
+
+
+def looks_like_command(text: str) -> bool:
+    """True when free text is a launch line rather than a description."""
+    low = text.lower()
+    return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve))", low)
+                or "vllm.entrypoints" in low)
+
+
+# ------------------------------------------------------------------ model names and formats
+
+_FORMAT_WORDS = [  # (pattern in the model name, format); first match wins
+    (r"nvfp4|fp4(?!\d)", "nvfp4"), (r"mxfp4", "mxfp4"), (r"(^|[-_./])fp8|float8", "fp8"),
+    (r"w8a8|int8|[-_]8bit", "int8"), (r"awq", "awq"), (r"gptq|int4|w4a16|[-_]4bit", "gptq"),
+]
+GGUF_TYPE = re.compile(r"(?<![A-Za-z0-9])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|F16|BF16|MXFP4))(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def format_from_name(model: str | None, quantization: str | None = None) -> str | None:
+    """The stored weight format a name or ``--quantization`` says (None: nothing said)."""
+    if quantization:
+        q = quantization.lower()
+        return {"compressed-tensors": None, "modelopt": "fp8", "modelopt_fp4": "nvfp4", "awq_marlin": "awq",
+                "gptq_marlin": "gptq", "bitsandbytes": "int4", "fp8": "fp8", "mxfp4": "mxfp4"}.get(q, q)
+    if not model:
+        return None
+    low = model.lower()
+    for pat, fmt in _FORMAT_WORDS:
+        if re.search(pat, low):
+            return fmt
+    return None
+
+
+def gguf_type_from_name(name: str | None) -> str | None:
+    """``Q4_K_M`` from ``Qwen3-30B-A3B-UD-Q4_K_XL.gguf`` or ``qwen3:30b-a3b-q4_K_M`` (upper-cased)."""
+    if not name:
+        return None
+    m = GGUF_TYPE.search(name.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    t = m.group(1).upper().removeprefix("UD-")
+    return {"Q4_K_XL": "Q4_K_M", "Q5_K_XL": "Q5_K_M", "Q6_K_XL": "Q6_K", "Q8_K_XL": "Q8_0", "Q3_K_XL": "Q3_K_M",
+            "Q2_K_XL": "Q2_K", "IQ2_XXS": "IQ2_XXS"}.get(t, t)
+
+
+_QUANT_SUFFIX = re.compile(
+    r"([-_.](fp8|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w8a8|w4a16|quantized(\.[a-z0-9]+)?|gguf|"
+    r"\d+bit|instruct-2507|thinking-2507|2507|dynamic|ud-[a-z0-9_]+|i?q\d(_[a-z0-9]+)*|f16|bf16))+$", re.IGNORECASE)
+
+_OLLAMA_FAMILY = {"gemma3": "gemma-3", "gemma2": "gemma-2", "llama3.1": "llama-3.1", "llama3.2": "llama-3.2",
+                  "llama3.3": "llama-3.3", "qwen2.5": "qwen2.5", "qwen3": "qwen3", "phi4": "phi-4", "phi3": "phi-3",
+                  "gpt-oss": "gpt-oss", "mistral": "mistral-7b-v0.3", "qwen3-coder": "qwen3-coder"}
+
+
+def candidate_names(model: str) -> list[str]:
+    """Names to try in the catalogs, most specific first: the name, without its quantization suffix,
+    an Ollama ``family:tag`` spelled the catalog's way, a GGUF file name without ``.gguf``."""
+    out = [model]
+    base = model.rsplit("/", 1)[-1]
+    if base.lower().endswith(".gguf"):
+        base = base[:-5]
+        out.append(base)
+    base = re.sub(r"-\d{5}-of-\d{5}$", "", base)
+    stripped = _QUANT_SUFFIX.sub("", base)
+    if stripped and stripped != base:
+        out.append(stripped)
+        if "/" in model:
+            out.append(model.rsplit("/", 1)[0] + "/" + stripped)
+    if ":" in base:
+        fam, tag = base.split(":", 1)
+        fam = _OLLAMA_FAMILY.get(fam.lower(), fam.lower())
+        size = tag.split("-")[0]
+        rest = "-".join(tag.split("-")[1:])
+        if re.fullmatch(r"a\d+b", rest.split("-")[0] if rest else ""):
+            size = f"{size}-{rest.split('-')[0]}"
+        out.append(f"{fam}-{size}")
+        if fam == "phi-4":
+            out.append("phi-4")
+    if re.search(r"qwen3-coder-30b-a3b", model, re.IGNORECASE):
+        out.append("qwen3-coder-30b-a3b")
+    seen: set[str] = set()
+    return [n for n in out if not (n in seen or seen.add(n))]
+
+
+def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
+    """A pasted launch line, or free text ("serve qwen3-30b-a3b with vllm 32k context 8 users fp8")."""
+    if looks_like_command(text):
+        return parse_command(text, engine=engine)
+    from sparkops.workload import parse_workload
+
+    w = parse_workload(text)
+    eng = engine or next((c for c in w.components if c in ENGINES or c in ("llama.cpp",)), None) or "vllm"
+    users = None
+    m = re.search(r"(\d+)\s*(users|requests|concurrent|parallel|seqs|sequences)\b", text.lower())
+    if m:
+        users = int(m.group(1))
+    ctx = None
+    low = text.lower()
+    for pat in (r"(\d+(?:\.\d+)?)\s*(k)\s*(?:context|ctx|tokens)\b",
+                r"(?:context|ctx|max[-_ ]model[-_ ]len|context[-_ ]length)\s*[:=]?\s*(\d+(?:\.\d+)?)\s*(k?)\b",
+                r"\b(\d+(?:\.\d+)?)(k)\b"):
+        m = re.search(pat, low)
+        if m:
+            val = int(float(m.group(1)) * (1024 if m.group(2) else 1))
+            if val >= 128:
+                ctx = val
+                break
+    quant = {"nvfp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "int8": "int8", "int4": "awq"}.get(w.precision or "")
+    kw: dict[str, Any] = {"engine": eng, "model": w.model, "tensor_parallel": w.tensor_parallel or 1,
+                          "concurrency": users or w.batch_size, "quantization": quant}
+    if eng in ("vllm", "sglang"):
+        kw["max_model_len"] = ctx or w.seq_len
+    else:
+        kw["ctx_size"] = ctx or w.seq_len
+        if users:
+            kw["parallel"] = users
+    if w.model is None:
+        # a size alone ("70b") is not a model to serve: the shape decides the KV cache
+        raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "
+                              "or a GGUF file with --gguf)")
+    return ServeSpec(**kw)

@@ -1,0 +1,1 @@
+"""``spark-ops postmortem``: what ended the last run (see :mod:`.run`)."""
