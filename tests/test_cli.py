@@ -60,9 +60,12 @@ def test_lines_format_is_the_grep_contract(tmp_path):
     p = spark_ops("preflight", "--facts", str(FIXTURES / "facts" / "gb10_bare_pip_cu128.json"),
                   "--format", "lines", "--report", str(tmp_path / "r.json"))
     lines = p.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == GOTCHAS
-    assert all(LINE.match(ln) for ln in lines), lines
+    assert [ln.split()[0] for ln in lines] == ["identity", *GOTCHAS, "verdict"]
+    assert all(LINE.match(ln) for ln in lines[1:-1]), lines
+    assert re.match(r"^identity (PASS|FAIL|WARN|SKIP|INFO|UNKNOWN): \S", lines[0]), lines[0]
     assert any(ln.startswith("G1 FAIL: ") for ln in lines)
+    assert lines[-1].startswith("verdict BLOCKED: fix first: ") and "G1" in lines[-1], lines[-1]
+    assert p.returncode == 2
 
 
 def test_json_output_equals_the_written_report(tmp_path):

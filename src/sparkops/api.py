@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel
 
 from sparkops import __version__
-from sparkops.facts.model import Facts, ProbeRecord
+from sparkops.facts.model import Facts, ProbeRecord, implausible_readings
 from sparkops.facts.reading import known
 from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
 from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
@@ -100,7 +102,7 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
         from sparkops.bandwidth.probe import attach
 
         facts = attach(facts, opts)
-    return facts
+    return redacted(facts)
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
@@ -124,10 +126,15 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix, code=f.code, fix_where=f.fix_where)
                 for f in findings if f.status is Status.fail]
     notes = [r for r in facts.probes.values() if not r.ok]
+    bad = implausible_readings(facts)
+    if bad:
+        notes.append(ProbeRecord(name="implausible", ok=False, source="bounds",
+                                 reason="readings outside physical bounds, judged as unknown: " + "; ".join(bad[:8])
+                                 + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")))
     if facts.gpu.source == "nvidia-smi":
         notes.append(ProbeRecord(name="gpu", ok=True, source="nvidia-smi",
                                  reason=f"NVML unavailable ({facts.gpu.nvml_error}); used the nvidia-smi fallback"))
-    return Report(
+    return redacted(Report(
         platform=ident.platform,  # type: ignore[arg-type]
         checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
         headroom_gb=round(ctx.headroom_gib * 2**30 / 1e9, 1) if ctx.headroom_gib is not None else None,
@@ -155,7 +162,18 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
         probe_notes=notes,
         target_python=target_label(facts),
         plan=PlanSummary(**plan_summary) if plan_summary else None,
-    )
+    ))
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def redacted(model: _M) -> _M:
+    """The model with every string through the one redaction pass (facts.redact.redact_obj): what a
+    check quoted from a config or a command line cannot carry a credential out."""
+    from sparkops.facts.redact import redact_obj
+
+    return type(model).model_validate(redact_obj(model.model_dump(mode="json")))
 
 
 def _plannable(w: Workload) -> bool:

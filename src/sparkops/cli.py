@@ -1,13 +1,15 @@
 """``spark-ops``: parse arguments, call one api function, render, exit. No logic lives here.
 
 Exit codes (every judging command): 0 ready · 1 ready with warnings · 2 blocked · 3 the tool
-itself could not run (bad usage, unreadable snapshot, internal error).
+itself could not run (bad usage, unreadable snapshot, internal error) · 4 (preflight) judged and
+printed, but the report file could not be written (stderr says where and why).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from enum import Enum
 from pathlib import Path
@@ -19,7 +21,7 @@ from typer.core import TyperCommand, TyperGroup
 from sparkops import __version__
 from sparkops.errors import InputError
 from sparkops.front import APP_HELP, COMMANDS, LAZY
-from sparkops.report.formats import EXIT_TOOL_ERROR, Format
+from sparkops.report.formats import EXIT_REPORT_NOT_WRITTEN, EXIT_TOOL_ERROR, Format
 
 if TYPE_CHECKING:
     from sparkops import api
@@ -102,6 +104,24 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Deadline in s
                       "collection; a probe still running then is reported as timed out.", show_default=False)]
 
 
+def check_python(python: Path | None) -> None:
+    """A mistyped --python is a usage error (exit 3, named), not "G1 skip: torch not installed"."""
+    if python is None:
+        return
+    given = os.path.expanduser(str(python))
+    if os.sep not in given:  # a bare name is looked up on PATH, as the probe does
+        if shutil.which(given) is None:
+            raise typer.BadParameter(f"{given}: not found on PATH", param_hint="--python")
+        return
+    python = Path(given)
+    if not python.exists():
+        raise typer.BadParameter(f"{python}: no such file", param_hint="--python")
+    if python.is_dir():
+        raise typer.BadParameter(f"{python} is a directory, not an interpreter", param_hint="--python")
+    if not os.access(python, os.X_OK):
+        raise typer.BadParameter(f"{python} is not executable", param_hint="--python")
+
+
 def _prestart(python: Path | None, quick: bool, container: str | None = None) -> None:
     """Start the target interpreter's children and NVML's init now, before the heavy imports
     (with --container the target runs in the image, started by its probe)."""
@@ -110,6 +130,7 @@ def _prestart(python: Path | None, quick: bool, container: str | None = None) ->
 
     env = dict(os.environ)
     if container is None:
+        check_python(python)
         prestart(str(python) if python else None, env, "quick" if quick else "full")
     warm_nvml(env)
 
@@ -162,7 +183,8 @@ def preflight(
     fmt: Annotated[Format, typer.Option("--format", help="table | lines | json")] = Format.table,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> int:
-    """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+    """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error,
+    4 judged and printed but the report could not be written."""
     if measure and facts is not None:
         raise InputError("--measure measures this machine now; it cannot be combined with --facts")
     if facts is None:
@@ -175,15 +197,27 @@ def preflight(
     wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
+    from sparkops.workload import refusals
+
+    if problems := refusals(wl):
+        raise typer.BadParameter("; ".join(problems), param_hint="--workload")
     kb = api.knowledge(matrix)
     fmt = Format.json if as_json else fmt
     opts = replace(_opts(python, quick, config, offline, budget, container, engine), measure_bandwidth=measure)
     rep = api.preflight(facts=facts, opts=opts, workload=wl,
                         kb=kb, also_import=("sparkops.report.render",) if fmt is Format.table else (),
                         container=container)
-    api.write_report(rep, report)
     out = fmt.render(rep, color=sys.stdout.isatty() and fmt is Format.table)
-    sys.stdout.write(out)
+    sys.stdout.write(out)  # the verdict first: a report that cannot be written must not hide it
+    sys.stdout.flush()
+    from sparkops.errors import OutputError
+
+    try:
+        api.write_report(rep, report)
+    except OutputError as exc:
+        typer.echo(f"spark-ops: warning: the verdict above stands, but the report was not written: {exc} "
+                   f"(exit {EXIT_REPORT_NOT_WRITTEN}; --report PATH writes it elsewhere)", err=True)
+        return EXIT_REPORT_NOT_WRITTEN
     return api.exit_code(rep)
 
 
@@ -385,20 +419,22 @@ def thermal_analyze(
     file: Annotated[Path, typer.Argument(help="This tool's CSV log, or nvidia-smi --query-gpu ... --format=csv output.")],
     profile: Annotated[str, typer.Option(help="gb10 | generic")] = "gb10",
     as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait on a FIFO or pipe "
+                                           "(a regular file is read at once).")] = 60.0,
 ) -> int:
     """Judge a recorded log: throttling, power plateau, low-clock state, memory pressure, new neighbours.
 
     Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read or held no samples.
     """
-    from sparkops.monitor.analyze import analyze_text
+    from sparkops.monitor.analyze import analyze
+    from sparkops.monitor.csvlog import LogStream
 
     if profile not in ("gb10", "generic"):
         raise typer.BadParameter("gb10 or generic", param_hint="--profile")
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot read {file}: {exc.strerror or exc}", param_hint="FILE") from exc
-    res = analyze_text(text, profile=profile)
+    stream = LogStream(file, timeout_s=timeout)  # streamed in timestamp order: any length, bounded memory
+    res = analyze(stream.samples(), profile=profile, notes=stream)  # type: ignore[arg-type]
+    if stream.error is not None:
+        raise typer.BadParameter(stream.error, param_hint="FILE")
     if as_json:
         sys.stdout.write(res.model_dump_json(indent=2) + "\n")
     else:

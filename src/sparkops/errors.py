@@ -7,3 +7,8 @@ class InputError(Exception):
 
 class SnapshotError(InputError):
     """The snapshot cannot be used (unreadable, not JSON, wrong schema)."""
+
+
+class OutputError(InputError, OSError):
+    """An output path cannot be written (a directory, a socket, a read-only place, a full disk).
+    Also an OSError, so callers that guarded the old plain write keep working."""

@@ -42,6 +42,7 @@ COMMANDS: tuple[tuple[str, str | None, str], ...] = (
     ("postmortem", "sparkops.postmortem.command", "What ended the last run? Reads the previous boot's kernel..."),
     ("fix", "sparkops.fix.command", "Act on G3, with consent: drop the page cache (sync; 3 >..."),
     ("exporter", "sparkops.exporter.command", "Serve this Spark's readings as Prometheus metrics on..."),
+    ("report", "sparkops.report.command", "A bug report you can paste into a forum or an issue:..."),
     ("watch", None, "Run COMMAND (after --), sample alongside, flag G3/G4/G6..."),
     ("version", None, "Print the tool version."),
     ("setup", "sparkops.setup", "Container-first setup: NGC, Unsloth (pinned), or bare pip."),

@@ -132,6 +132,32 @@ def parse_workload(text: str) -> Workload:
     return w
 
 
+# What no workload on one to a few Sparks can be: a value past these is a typo, not a plan (the
+# largest open models are ~1-2 T parameters; GB10 contexts are far below 10 M tokens).
+SANE = {"params_b": (0.001, 5_000.0), "seq_len": (1, 10_000_000), "batch_size": (1, 1_000_000),
+        "tensor_parallel": (1, 4096), "nodes": (1, 4096), "estimated_peak_gb": (0.0, 1_000_000.0)}
+_LABELS = {"params_b": ("model size", "B"), "seq_len": ("sequence length", ""), "batch_size": ("batch size", ""),
+           "tensor_parallel": ("tensor-parallel size", ""), "nodes": ("node count", ""),
+           "estimated_peak_gb": ("peak", " GB")}
+_SIGNED = re.compile(r"(?<![\w.])(seq|seqlen|seq_len|sequence|ctx|context|bs|batch|batch_size|batch-size|tp|"
+                     r"tensor_parallel|tensor-parallel|tensor_parallel_size|nodes|nnodes|num_nodes)"
+                     r"[\s=]+-\s*(\d+(?:\.\d+)?)", re.I)
+
+
+def refusals(w: Workload) -> list[str]:
+    """Why a workload cannot be planned as given: a negative number in the text (``seq -4096``,
+    whose sign the tokenizer would drop) or a value no real run has (``10000b``). Empty when fine;
+    the front ends turn each into a usage error instead of planning something else."""
+    out = [f"{m.group(1)} -{m.group(2)}: a negative {m.group(1)} is not a workload" for m in _SIGNED.finditer(w.text)]
+    for name, (lo, hi) in SANE.items():
+        v = getattr(w, name)
+        if v is not None and not lo <= v <= hi:
+            shown = f"{v:g}" if isinstance(v, float) else str(v)
+            label, unit = _LABELS[name]
+            out.append(f"{label} {shown}{unit} is outside what a run can have ({lo:g}-{hi:g}{unit})")
+    return out
+
+
 def merge(text: str | None = None, **flags: object) -> Workload:
     """Text parsed first, then explicit flags (non-None) override."""
     w = parse_workload(text or "")

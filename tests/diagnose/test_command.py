@@ -103,8 +103,9 @@ def test_binary_garbage_file(tmp_path):
     f = tmp_path / "core"
     f.write_bytes(bytes(range(256)) * 400)
     p = spark_ops(str(f), "--json")
-    out = as_json(p)
-    assert out[0]["error"] is None and any("binary" in n for n in out[0]["notes"])
+    assert p.returncode == 3  # binary input is said to be binary, not diagnosed (issue 17)
+    out = json.loads(p.stdout)
+    assert "looks binary" in out[0]["error"] and not out[0]["findings"]
 
 
 def test_live_collects_quick_facts(monkeypatch, capsys):

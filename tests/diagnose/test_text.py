@@ -47,14 +47,15 @@ def test_huge_input_keeps_head_and_tail_and_says_so():
     assert any("lines 11-990 were skipped" in n for n in inp.notes)
 
 
-def test_stream_read_cap_stops_reading_and_says_where():
+def test_a_stream_past_the_old_read_cap_is_read_to_its_end_and_keeps_its_tail():
+    """max_read_bytes used to stop a stream there (the error at the end was never read)."""
     lim = Limits(head_bytes=1000, tail_bytes=1000, head_lines=5, tail_lines=5, max_line_chars=200,
                  max_read_bytes=200_000)
-    data = b"".join(b"row %06d\n" % i for i in range(100_000))  # ~1.1 MB
+    data = b"".join(b"row %06d\n" % i for i in range(100_000)) + b"RuntimeError: the end\n"  # ~1.1 MB
     inp = read_stream(io.BytesIO(data), "big.log", lim)
     assert inp.truncated
-    assert inp.total_lines < 100_000  # reading stopped near the cap, not at the end
-    assert any("stopped reading" in n for n in inp.notes)
+    assert inp.total_lines == 100_002
+    assert inp.lines[-2:] == ("RuntimeError: the end", "") and inp.numbers[-2:] == (100_001, 100_002)
     assert len(inp.lines) <= 10
 
 
@@ -68,11 +69,18 @@ def test_a_giant_line_without_newlines_is_cut_not_held():
     assert any("cut to their start" in n for n in inp.notes)
 
 
-def test_binary_garbage_is_read_without_error():
+def test_binary_garbage_is_read_without_error_and_flagged():
     data = bytes(range(256)) * 200 + b"\n\xff\xfe\x00\x01"
     inp = read_stream(io.BytesIO(data), "core.bin", SMALL)
-    assert inp.error is None
+    assert inp.error is None and inp.binary
     assert any("looks binary" in n for n in inp.notes)
+
+
+def test_read_input_refuses_binary_input_by_name(tmp_path):
+    f = tmp_path / "core.bin"
+    f.write_bytes(os.urandom(50_000))
+    inp = read_input(str(f), SMALL)
+    assert inp.error is not None and "looks binary" in inp.error and not inp.lines
 
 
 def test_read_input_file_stdin_and_dash(tmp_path):

@@ -367,6 +367,64 @@ def test_second_sigint_escalates_to_sigkill(tmp_path: Path) -> None:
     assert "then SIGKILL" in err
 
 
+def test_second_signal_escalates_under_cpu_load(tmp_path: Path) -> None:
+    """Issue 17: with the machine busy, the kernel may hand the signal to a tee or sampler thread;
+    a main thread blocked in waitpid then never ran the handler (17 of 20 rounds never escalated).
+    Three busy loops run for the whole test; every round must escalate to SIGKILL."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        child = script(tmp_path, """
+            import signal, time
+            signal.signal(signal.SIGINT, lambda s, f: print("ignoring SIGINT", flush=True))
+            signal.signal(signal.SIGTERM, lambda s, f: print("ignoring SIGTERM", flush=True))
+            print("ready", flush=True)
+            time.sleep(60)
+        """)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            proc = start_watcher(tmp_path, child)
+            read_until(proc, "ready", timeout=60)
+            proc.send_signal(sig)
+            read_until(proc, "ignoring", timeout=60)
+            t0 = time.monotonic()
+            proc.send_signal(sig)
+            rc, _out, err = finish(proc, timeout=60)
+            assert rc == 128 + signal.SIGKILL, err
+            assert time.monotonic() - t0 < 30  # the 0.5 s grace, plus a loaded machine's delays
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def test_a_signal_landing_on_another_thread_still_escalates(tmp_path: Path) -> None:
+    """The mechanism behind the loaded-machine failure, made deterministic: the kernel may deliver a
+    process signal to any thread; one delivered to a helper thread does not interrupt the main
+    thread's waitpid, so a blocking wait ran the handler only when the child ended (60 s here)."""
+    child = script(tmp_path, """
+        import signal, time
+        signal.signal(signal.SIGINT, lambda s, f: print("ignoring SIGINT", flush=True))
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    poke = textwrap.dedent("""
+        import signal, threading, time
+        def poke():
+            time.sleep(3)
+            for _ in range(2):
+                signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not main
+                time.sleep(1)
+        threading.Thread(target=poke, daemon=True).start()
+    """)
+    code = WATCHER.format(src=SRC, log=str(tmp_path / "w.csv")).replace("res = w.watch(", poke + "res = w.watch(", 1)
+    assert "pthread_kill" in code
+    proc = subprocess.Popen([sys.executable, "-c", code, *child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    t0 = time.monotonic()
+    rc, _out, err = finish(proc, timeout=40)
+    assert rc == 128 + signal.SIGKILL, err
+    assert time.monotonic() - t0 < 30
+
+
 def test_python_m_entry_point(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "sparkops.monitor.watch", "--"], capture_output=True, text=True,

@@ -62,8 +62,12 @@ def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowle
     shown = {f.gotcha for f in findings}
     notes = list(inp.notes) + res.notes
     notes += [text for gotcha, text in hints if gotcha not in shown]  # facts alone never make a finding
-    return Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated, abstained=abstained,
-                     abstain_reason=reason, candidates=candidates, decide=decide)
+    from sparkops.facts.redact import redact_obj
+
+    # evidence quotes the input: an OPENAI_API_KEY=sk-... line must not be echoed back
+    d = Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated, abstained=abstained,
+                  abstain_reason=reason, candidates=candidates, decide=decide)
+    return Diagnosis.model_validate(redact_obj(d.model_dump(mode="json")))
 
 
 def _calibrated(res, kb: SymptomKnowledge, finding):
@@ -109,10 +113,15 @@ def diagnose_text(text: str, source: str = "-", facts: Facts | None = None,
 
 
 def diagnose_files(paths: list[str], facts: Facts | None = None, kb: SymptomKnowledge | None = None, *,
-                   top: int | None = None, stdin: BinaryIO | None = None) -> list[Diagnosis]:
+                   top: int | None = None, stdin: BinaryIO | None = None,
+                   read_timeout_s: float | None = None) -> list[Diagnosis]:
     """One Diagnosis per path, in order; ``-`` reads standard input (once). An unreadable path gives
-    a Diagnosis with ``error`` set instead of raising, so the others are still diagnosed."""
+    a Diagnosis with ``error`` set instead of raising, so the others are still diagnosed; so does a
+    pipe or FIFO that sent nothing within ``read_timeout_s`` (default: symptoms.yaml's limits)."""
+    from dataclasses import replace
+
     from sparkops.diagnose.text import read_input
 
     kb = kb or load_symptoms()
-    return [diagnose_input(read_input(p, kb.text_limits, stdin), facts, kb, top) for p in (paths or ["-"])]
+    limits = kb.text_limits if read_timeout_s is None else replace(kb.text_limits, read_timeout_s=read_timeout_s)
+    return [diagnose_input(read_input(p, limits, stdin), facts, kb, top) for p in (paths or ["-"])]

@@ -25,6 +25,8 @@ def register(app: typer.Typer) -> None:
                                            "rule out findings.")] = False,
         top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N findings per input.",
                                                 show_default=False)] = None,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait on each pipe, FIFO or "
+                                               "terminal input (a regular file is read by seeking, at once).")] = 60.0,
     ) -> int:
         """Which gotcha (G1-G10) does this log point at? Findings ranked by confidence, with the evidence
         lines, why they point there, and the fix. Exit 0 nothing matched, 1 findings, 3 an input could not
@@ -43,7 +45,7 @@ def register(app: typer.Typer) -> None:
             from sparkops.api import CollectOptions, collect
 
             snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=()))
-        results = diagnose_files(list(files or ["-"]), facts=snapshot, top=top)
+        results = diagnose_files(list(files or ["-"]), facts=snapshot, top=top, read_timeout_s=timeout)
         if as_json:
             sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in results], indent=2) + "\n")
         else:

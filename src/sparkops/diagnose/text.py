@@ -8,10 +8,14 @@ carriage-return overwrites (progress bars) keep what the terminal showed last.
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import stat
 import sys
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -23,7 +27,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Markdown emphasis and code-span markers in pasted issue text ("is **not**", "`torch.version.cuda` is `None`"):
 # not part of any message, and they would split the phrases the symptom patterns read.
 _MARKDOWN = re.compile(r"\*\*|`")
-_CHUNK = 1 << 16
+_CHUNK = 1 << 20  # one read; the head is split into lines, the tail only counted
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,11 @@ class Limits:
     head_lines: int = 20_000
     tail_lines: int = 20_000
     max_line_chars: int = 4_000  # a longer line is cut (its start kept) before matching
-    max_read_bytes: int = 256_000_000  # stop reading a stream after this much (tail then ends there)
+    # Kept for symptoms.yaml's schema; no longer stops reading: a stream's tail is kept by a ring
+    # buffer and a regular file's by seeking, so the error at the end of a huge log is always read.
+    max_read_bytes: int = 256_000_000
+    read_timeout_s: float = 60.0  # a pipe, FIFO or terminal is read for at most this long
+    count_budget_s: float = 2.0  # counting the skipped middle of a big file (exact line numbers); past it, estimated
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class InputText:
     truncated: bool = False
     notes: tuple[str, ...] = ()
     error: str | None = None
+    binary: bool = False  # mostly non-text bytes: not a log (read_input refuses it)
+    timed_out: bool = False  # a pipe/FIFO/terminal read stopped at its time bound
     _text: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
@@ -110,18 +120,21 @@ class _Bounded:
             _n, _l, s = self.tail.popleft()
             self.tail_size -= s
 
-    def result(self, source: str, stopped_at: int | None = None, binary: bool = False) -> InputText:
+    def result(self, source: str, binary: bool = False, extra_notes: Iterable[str] = (),
+               estimated_from: int | None = None, timed_out: bool = False) -> InputText:
         kept = self.head + [(n, line) for n, line, _s in self.tail]
         notes: list[str] = []
         skipped_from = self.head[-1][0] + 1 if self.head else 1
         skipped_to = self.tail[0][0] - 1 if self.tail else self.count
-        truncated = skipped_to >= skipped_from or stopped_at is not None
+        truncated = skipped_to >= skipped_from or timed_out
+        approx = "about " if estimated_from is not None else ""
         if skipped_to >= skipped_from:
-            notes.append(f"input truncated: read lines 1-{skipped_from - 1} and {skipped_to + 1}-{self.count} "
-                         f"of {self.count}; lines {skipped_from}-{skipped_to} were skipped")
-        if stopped_at is not None:
-            notes.append(f"input truncated: stopped reading after {stopped_at // 1_000_000} MB "
-                         f"(line {self.count}); anything later was not read")
+            notes.append(f"input truncated: read lines 1-{skipped_from - 1} and {approx}{skipped_to + 1}-{self.count} "
+                         f"of {approx}{self.count}; lines {skipped_from}-{skipped_to} were skipped")
+        if estimated_from is not None:
+            notes.append(f"line numbers from {estimated_from} on are estimates: counting the skipped middle "
+                         f"ran out of its {self.limits.count_budget_s:g} s budget")
+        notes += extra_notes
         if self.cut_lines:
             notes.append(f"{self.cut_lines} line(s) longer than {self.limits.max_line_chars} characters "
                          "were cut to their start")
@@ -129,16 +142,19 @@ class _Bounded:
             notes.append("the input looks binary (mostly non-text bytes); only its text-like parts can match")
         return InputText(source=source, lines=tuple(line for _n, line in kept),
                          numbers=tuple(n for n, _l in kept), total_lines=self.count,
-                         truncated=truncated, notes=tuple(notes))
+                         truncated=truncated, notes=tuple(notes), binary=binary, timed_out=timed_out)
+
+
+_SAMPLE = 8192
 
 
 def _looks_binary(sample: bytes) -> bool:
+    """Mostly non-text: more than 30 % NULs, control bytes or invalid UTF-8 (a log with a few NULs
+    from a crash, or some mojibake, is still a log)."""
     if not sample:
         return False
-    if b"\x00" in sample[:8192]:
-        return True
-    text = sample[:8192].decode("utf-8", errors="replace")
-    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b"))
+    text = sample[:_SAMPLE].decode("utf-8", errors="replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b\x0c"))
     return bad > len(text) * 0.3
 
 
@@ -147,80 +163,258 @@ def from_text(text: str, source: str = "-", limits: Limits | None = None) -> Inp
     acc = _Bounded(limits or Limits())
     for raw in text.split("\n"):
         acc.add(raw)
-    return acc.result(source, binary=_looks_binary(text[:8192].encode("utf-8", errors="replace")))
+    return acc.result(source, binary=_looks_binary(text[:_SAMPLE].encode("utf-8", errors="replace")))
 
 
-def _byte_lines(stream: BinaryIO, limits: Limits) -> Iterator[tuple[bytes, bool] | int]:
-    """Physical lines as (bytes, was_cut); a line longer than the cut keeps its start only. Yields
-    the number of bytes read (an int) last when the read cap stopped it early."""
-    cap = max(limits.max_line_chars * 4, 1024)  # bytes: up to 4 per character in UTF-8
-    partial = bytearray()
-    partial_size = 0
-    total = 0
-    while True:
-        chunk = stream.read(_CHUNK)
-        if not chunk:
-            break
-        total += len(chunk)
-        start = 0
+# --------------------------------------------------------------------------- byte sources
+class _Source:
+    """Chunks of one input. ``read`` returns b"" at the end, or when the time bound passed (then
+    ``timed_out`` is set). A regular file can also seek (``size`` is known, else None)."""
+
+    timed_out = False
+    size: int | None = None
+
+    def read(self, n: int) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def seek(self, pos: int) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _StreamSource(_Source):
+    """A file-like object without a usable descriptor (library callers, tests): no time bound."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def read(self, n: int) -> bytes:
+        return self.stream.read(n) or b""
+
+
+class _FdSource(_Source):
+    """A descriptor. Regular files read directly (and seek); anything else (pipe, FIFO, terminal,
+    socket) waits with ``poll`` against one deadline, so a writer that never comes or never stops
+    cannot hold the command."""
+
+    def __init__(self, fd: int, timeout_s: float) -> None:
+        self.fd = fd
+        st = os.fstat(fd)
+        self.regular = stat.S_ISREG(st.st_mode)
+        self.size = st.st_size if self.regular else None
+        self.deadline = time.monotonic() + timeout_s
+        self.poller = None
+        if not self.regular:
+            self.poller = select.poll()
+            self.poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+
+    def read(self, n: int) -> bytes:
+        if self.poller is not None:
+            while True:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    self.timed_out = True
+                    return b""
+                if self.poller.poll(min(left, 1.0) * 1000):
+                    break
+        try:
+            return os.read(self.fd, n)
+        except BlockingIOError:  # a FIFO opened non-blocking with nothing written yet
+            return self.read(n) if not self.timed_out else b""
+        except InterruptedError:
+            return self.read(n)
+
+    def seek(self, pos: int) -> None:
+        os.lseek(self.fd, pos, os.SEEK_SET)
+
+
+class _Reader:
+    """Read one input: the head line by line, then only the tail, at C speed.
+
+    Once the head budget is full, nothing more is split into lines until the end: a regular file
+    seeks to its last bytes (counting the newlines it skipped, in a time budget, so line numbers
+    stay exact), a stream keeps its last bytes in a ring of chunks. Memory stays about
+    head + tail + one chunk whatever the input's size."""
+
+    def __init__(self, src: _Source, limits: Limits) -> None:
+        self.src, self.lim = src, limits
+        self.acc = _Bounded(limits)
+        self.cap = max(limits.max_line_chars * 4, 1024)  # bytes of one line kept: up to 4 per character
+        self.keep = limits.tail_bytes + self.cap  # ring size: enough bytes for the tail budget
+        self.head_sample = bytearray()
+        self.tail_sample = b""
+        self.bytes_read = 0
+        self.estimated_from: int | None = None
+
+    def run(self, source: str) -> InputText:
+        rest = self._head()
+        if rest is not None:
+            self._tail(rest)
+        binary = _looks_binary(bytes(self.head_sample)) and (not self.tail_sample or _looks_binary(self.tail_sample))
+        notes = []
+        if self.src.timed_out:
+            notes.append(f"input timed out after {self.lim.read_timeout_s:g} s: diagnosed the "
+                         f"{self.bytes_read} bytes read by then")
+        return self.acc.result(source, binary=binary, extra_notes=notes, estimated_from=self.estimated_from,
+                               timed_out=self.src.timed_out)
+
+    def _chunk(self) -> bytes:
+        data = self.src.read(_CHUNK)
+        self.bytes_read += len(data)
+        return data
+
+    def _head(self) -> bytes | None:
+        """Lines into the accumulator until the head is full. Returns the bytes after the line that
+        filled it (None when the input ended first)."""
+        partial = bytearray()
+        partial_size = 0
         while True:
-            nl = chunk.find(b"\n", start)
-            piece = chunk[start:] if nl < 0 else chunk[start:nl]
-            if len(partial) < cap:
-                partial += piece[: cap - len(partial)]
-            partial_size += len(piece)
-            if nl < 0:
+            chunk = self._chunk()
+            if not chunk:
+                self._line(bytes(partial), partial_size)  # the last line (empty after a final newline)
+                return None
+            if len(self.head_sample) < _SAMPLE:
+                self.head_sample += chunk[: _SAMPLE - len(self.head_sample)]
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                piece = chunk[start:] if nl < 0 else chunk[start:nl]
+                if len(partial) < self.cap:
+                    partial += piece[: self.cap - len(partial)]
+                partial_size += len(piece)
+                if nl < 0:
+                    break
+                self._line(bytes(partial), partial_size)
+                partial.clear()
+                partial_size = 0
+                start = nl + 1
+                if self.acc.head_full:
+                    return chunk[start:]
+
+    def _line(self, raw: bytes, size: int) -> None:
+        self.acc.add(raw.decode("utf-8", errors="replace"), size > self.cap)
+
+    def _tail(self, rest: bytes) -> None:
+        line = self.acc.count + 1  # the line that starts at ``pos``, the first byte not yet split
+        pos = self.bytes_read - len(rest)
+        at_line_start = True  # whether ``pos`` starts a line
+        ring: deque[bytes] = deque([rest] if rest else [])
+        ring_size = len(rest)
+        size = self.src.size
+        if size is not None and size - self.bytes_read > self.keep + _CHUNK:
+            # a regular file: count the newlines up to its tail, then seek there and read only that
+            tail_start = size - self.keep
+            newlines, last = self._count_to(tail_start)
+            line += rest.count(b"\n") + newlines
+            at_line_start = last == b"\n"
+            ring.clear()
+            ring_size = 0
+            self.src.seek(tail_start)
+            self.bytes_read = pos = tail_start
+        while chunk := self._chunk():
+            ring.append(chunk)
+            ring_size += len(chunk)
+            while ring and ring_size - len(ring[0]) >= self.keep:
+                old = ring.popleft()
+                ring_size -= len(old)
+                pos += len(old)
+                line += old.count(b"\n")
+                at_line_start = old.endswith(b"\n")
+        data = b"".join(ring)
+        self.tail_sample = data[-_SAMPLE:]
+        parts = data.split(b"\n")
+        if not at_line_start and len(parts) > 1:
+            parts = parts[1:]  # the kept bytes begin inside a line: drop that fragment
+            line += 1
+        self.acc.count = line - 1
+        for raw in parts:
+            self._line(raw[: self.cap], len(raw))
+
+    def _count_to(self, end: int) -> tuple[int, bytes]:
+        """Newlines from the current position to ``end`` and the byte just before ``end``, read in
+        chunks into one buffer. Past the count budget the rest is estimated from the density so far
+        (the notes say from which line numbers are estimates; the last byte is then unknown)."""
+        buf = bytearray(_COUNT_CHUNK)
+        view = memoryview(buf)
+        count = counted = 0
+        todo = end - self.bytes_read
+        last = b""
+        deadline = time.monotonic() + self.lim.count_budget_s
+        fd = self.src.fd  # type: ignore[attr-defined] - only a regular file (an _FdSource) seeks
+        while counted < todo:
+            n = os.readv(fd, [view[: min(_COUNT_CHUNK, todo - counted)]])
+            if n <= 0:
                 break
-            yield bytes(partial), partial_size > cap
-            partial.clear()
-            partial_size = 0
-            start = nl + 1
-        if total >= limits.max_read_bytes:
-            if partial_size:
-                yield bytes(partial), partial_size > cap
-            yield total
-            return
-    yield bytes(partial), partial_size > cap  # the last line (empty when the input ended with a newline)
+            count += buf.count(b"\n", 0, n)
+            counted += n
+            last = bytes(buf[n - 1:n])
+            if counted < todo and time.monotonic() > deadline:
+                self.estimated_from = self.acc.count + count + 1
+                return round(count * todo / counted), b""
+        return count, last
 
 
-def read_stream(stream: BinaryIO, source: str = "-", limits: Limits | None = None) -> InputText:
-    """Read a binary stream (a file, stdin) line by line within the limits."""
+_COUNT_CHUNK = 1 << 20
+
+
+def read_stream(stream: BinaryIO, source: str = "-", limits: Limits | None = None,
+                timeout_s: float | None = None) -> InputText:
+    """Read a binary stream (a file, stdin) within the limits: the head, then the tail (seeking in
+    a regular file, a ring buffer otherwise); a pipe, FIFO or terminal has a time bound."""
     lim = limits or Limits()
-    acc = _Bounded(lim)
-    stopped: int | None = None
-    first: bytes | None = None
-    for item in _byte_lines(stream, lim):
-        if isinstance(item, int):
-            stopped = item
-            break
-        raw, cut = item
-        if first is None or len(first) < 8192:
-            first = (first or b"") + raw[:8192] + b"\n"
-        acc.add(raw.decode("utf-8", errors="replace"), cut)
-    return acc.result(source, stopped_at=stopped, binary=_looks_binary(first or b""))
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    src: _Source = _FdSource(fd, timeout_s if timeout_s is not None else lim.read_timeout_s) \
+        if fd is not None else _StreamSource(stream)
+    return _Reader(src, lim).run(source)
+
+
+def _binary_refusal(inp: InputText) -> InputText:
+    if not inp.binary:
+        return inp
+    return InputText(source=inp.source, error=f"{inp.source} looks binary (mostly non-text bytes), not a log or "
+                     "text: nothing diagnosed", binary=True)
 
 
 def read_input(path: str, limits: Limits | None = None, stdin: BinaryIO | None = None) -> InputText:
     """``path`` read within the limits; ``-`` is standard input. An unreadable input comes back with
-    ``error`` set (never an exception): the caller reports it and carries on with the others."""
+    ``error`` set (never an exception): the caller reports it and carries on with the others. So
+    does binary input, and a pipe or FIFO that sent nothing before its time bound."""
+    lim = limits or Limits()
     if path == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         try:
-            return read_stream(stream, "-", limits)
+            inp = read_stream(stream, "-", lim)
         except OSError as exc:
             return InputText(source="-", error=f"cannot read standard input: {exc.strerror or exc}")
+        return _timeout_refusal(_binary_refusal(inp), lim)
     p = Path(path)
     try:
         if p.is_dir():
             return InputText(source=path, error=f"cannot read {path}: it is a directory")
-        with p.open("rb") as fh:
-            return read_stream(fh, path, limits)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (the read has its own time bound)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.set_blocking(fd, True)
+            inp = read_stream(fh, path, lim)
     except FileNotFoundError:
         return InputText(source=path, error=f"cannot read {path}: no such file")
     except PermissionError:
         return InputText(source=path, error=f"cannot read {path}: permission denied")
     except OSError as exc:
         return InputText(source=path, error=f"cannot read {path}: {exc.strerror or exc}")
+    return _timeout_refusal(_binary_refusal(inp), lim)
+
+
+def _timeout_refusal(inp: InputText, lim: Limits) -> InputText:
+    """Nothing at all arrived before the time bound: that input could not be read."""
+    if inp.timed_out and inp.total_lines <= 1 and not any(inp.lines):
+        return InputText(source=inp.source, timed_out=True,
+                         error=f"cannot read {inp.source}: nothing arrived within {lim.read_timeout_s:g} s "
+                         "(a FIFO or pipe with no writer?)")
+    return inp
 
 
 def excerpt(line: str, start: int, end: int, width: int = 240) -> str:

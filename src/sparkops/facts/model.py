@@ -7,12 +7,13 @@ Bump ``FACTS_SCHEMA_VERSION`` on any incompatible change; readers refuse newer m
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from sparkops.facts.reading import NOT_COLLECTED, Unavailable
+from sparkops.facts.reading import NOT_COLLECTED, Unavailable, Why, missing
 
 FACTS_SCHEMA_VERSION = 1
 
@@ -21,6 +22,99 @@ _V = TypeVar("_V")
 # comes back as the missing reading it was, not as a two-key mapping (pydantic's smart union
 # would prefer the plain dict).
 MappingReading = Annotated[Unavailable | dict[str, _V], Field(union_mode="left_to_right")]
+
+
+# ---- physical bounds. A reading outside them is not a reading: NaN, infinity, a negative power or
+# a 1e308 °C temperature come from a broken source or a doctored snapshot, and judging them would
+# print "READY, nan °C". Such a value becomes an unavailable reading (why: error) that names the value
+# and the bounds, so the check says "unknown" and why. The bounds are what no GPU or host can reach,
+# not thresholds: judging stays in the checks and their YAML.
+BYTES_MAX = 1 << 50  # 1 PiB: no memory figure of one machine comes near
+COUNTER_MAX = (1 << 63) - 1
+BOUNDS: dict[str, tuple[float, float, str]] = {  # reading -> (lowest, highest, unit)
+    "temperature_c": (0.0, 150.0, "°C"),  # NVML and nvidia-smi report unsigned degrees
+    "power_w": (0.0, 5_000.0, "W"),
+    "clock_mhz": (0.0, 10_000.0, "MHz"),
+    "percent": (0.0, 100.0, "%"),
+    "bytes": (0, BYTES_MAX, "bytes"),
+    "count": (0, 1 << 20, ""),
+    "counter": (0, COUNTER_MAX, ""),
+    "cgroup_bytes": (0, COUNTER_MAX, "bytes"),
+}
+
+
+def _number(value: object) -> float | int | None:
+    """The number in a raw reading (a JSON number or a numeric string), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def out_of_bounds(value: object, kind: str) -> str:
+    """Why ``value`` cannot be a ``kind`` reading ("" when it can, or when it is not a number)."""
+    num = _number(value)
+    if num is None:
+        return ""
+    lo, hi, unit = BOUNDS[kind]
+    if isinstance(num, float) and not math.isfinite(num):
+        return f"{num} is not a finite number"
+    if lo <= num <= hi:
+        return ""
+    if isinstance(num, float):
+        shown = f"{num:.4g}"
+    else:
+        digits = len(str(abs(num))) if abs(num) < 10**4000 else 4000
+        shown = str(num) if digits <= 15 else f"{'-' if num < 0 else ''}a {digits}-digit number"
+    return f"{shown}{' ' + unit if unit else ''} is outside physical bounds [{lo:g}, {hi:g}]"
+
+
+def _bounded(kind: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        why = out_of_bounds(value, kind)
+        return missing(Why.error, f"implausible reading: {why}") if why else value
+    return BeforeValidator(check)
+
+
+def _bounded_mapping(kind: str, whole: bool) -> BeforeValidator:
+    """For a mapping of readings: ``whole`` makes the entire mapping unavailable when one value is out
+    of bounds (a corrupt /proc/meminfo is suspect as a whole); otherwise the bad keys are dropped (an
+    absent counter already means "could not be read")."""
+    def check(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        bad = {k: why for k, v in value.items() if (why := out_of_bounds(v, kind))}
+        if not bad:
+            return value
+        if whole:
+            k, why = next(iter(bad.items()))
+            return missing(Why.error, f"implausible reading: {k} {why}")
+        return {k: v for k, v in value.items() if k not in bad}
+    return BeforeValidator(check)
+
+
+def _bounded_model(kind: str, fields: tuple[str, ...]) -> BeforeValidator:
+    """A small model of readings (PSI): unavailable as a whole when one field is out of bounds."""
+    def check(value: Any) -> Any:
+        if isinstance(value, dict) and "unavailable" not in value:
+            for f in fields:
+                if f in value and (why := out_of_bounds(value[f], kind)):
+                    return missing(Why.error, f"implausible reading: {f} {why}")
+        return value
+    return BeforeValidator(check)
+
+
+Temperature = Annotated[float | Unavailable, _bounded("temperature_c")]
+Power = Annotated[float | Unavailable, _bounded("power_w")]
+Clock = Annotated[float | Unavailable, _bounded("clock_mhz")]
+Percent = Annotated[float | Unavailable, _bounded("percent")]
+Bytes = Annotated[int | Unavailable, _bounded("bytes")]
 
 
 class _Model(BaseModel):
@@ -62,7 +156,7 @@ class HostFacts(_Model):
     os_release: dict[str, str] = Field(default_factory=dict)  # NAME, VERSION_ID, PRETTY_NAME, DGX_NAME...
     dmi_product: str | Unavailable = NOT_COLLECTED
     cpu_model: str | Unavailable = NOT_COLLECTED
-    cpu_count: int | Unavailable = NOT_COLLECTED
+    cpu_count: Annotated[int | Unavailable, _bounded("count")] = NOT_COLLECTED
     hostname: str = ""
     container: ContainerFacts = Field(default_factory=ContainerFacts)
     env: dict[str, str] = Field(
@@ -83,8 +177,8 @@ class PsiFacts(_Model):
 
 class CgroupMemFacts(_Model):
     version: Literal[1, 2] | Unavailable = NOT_COLLECTED
-    limit_bytes: int | None | Unavailable = NOT_COLLECTED  # None: "max" (no limit)
-    usage_bytes: int | Unavailable = NOT_COLLECTED
+    limit_bytes: Annotated[int | None | Unavailable, _bounded("cgroup_bytes")] = NOT_COLLECTED  # None: "max" (no limit)
+    usage_bytes: Annotated[int | Unavailable, _bounded("cgroup_bytes")] = NOT_COLLECTED
     path: str = ""  # this process's cgroup, as /proc/self/cgroup names it
 
 
@@ -117,12 +211,13 @@ class FragmentationFacts(_Model):
 class MemoryFacts(_Model):
     """/proc/meminfo in bytes (keys as the kernel names them), PSI and the cgroup limit."""
 
-    meminfo_bytes: MappingReading[int] = Field(
+    meminfo_bytes: Annotated[MappingReading[int], _bounded_mapping("bytes", whole=True)] = Field(
         default=NOT_COLLECTED,
         description="/proc/meminfo, kB lines converted to bytes under the kernel's names. Unitless "
         "lines (HugePages_Total/Free/Rsvd/Surp) are page counts, stored as '<name>_count'.",
     )
-    psi: PsiFacts | Unavailable = NOT_COLLECTED
+    psi: Annotated[PsiFacts | Unavailable,
+                   _bounded_model("percent", ("some_avg10", "some_avg60", "full_avg10", "full_avg60"))] = NOT_COLLECTED
     cgroup: CgroupMemFacts = Field(default_factory=CgroupMemFacts)
     fragmentation: FragmentationFacts | None = None  # None: a snapshot from before this reading existed
 
@@ -132,7 +227,7 @@ class GpuProcess(_Model):
     pid: int
     name: str = ""
     kind: Literal["compute", "graphics", "unknown"] = "unknown"
-    used_memory_bytes: int | Unavailable = NOT_COLLECTED
+    used_memory_bytes: Bytes = NOT_COLLECTED
 
 
 class GpuDevice(_Model):
@@ -140,27 +235,27 @@ class GpuDevice(_Model):
     name: str
     pci_bus_id: str = ""
     capability: tuple[int, int] | Unavailable = NOT_COLLECTED
-    multiprocessor_count: int | Unavailable = NOT_COLLECTED
-    memory_total_bytes: int | Unavailable = NOT_COLLECTED  # NOT_SUPPORTED on GB10 (unified memory)
-    memory_used_bytes: int | Unavailable = NOT_COLLECTED
-    memory_free_bytes: int | Unavailable = NOT_COLLECTED
+    multiprocessor_count: Annotated[int | Unavailable, _bounded("count")] = NOT_COLLECTED
+    memory_total_bytes: Bytes = NOT_COLLECTED  # NOT_SUPPORTED on GB10 (unified memory)
+    memory_used_bytes: Bytes = NOT_COLLECTED
+    memory_free_bytes: Bytes = NOT_COLLECTED
     addressing_mode: str | Unavailable = NOT_COLLECTED  # "ATS", "HMM", "none"
-    power_draw_w: float | Unavailable = NOT_COLLECTED
-    power_limit_w: float | Unavailable = NOT_COLLECTED  # enforced limit; N/A on GB10
-    temperature_c: float | Unavailable = NOT_COLLECTED
-    sm_clock_mhz: float | Unavailable = NOT_COLLECTED
-    sm_clock_max_mhz: float | Unavailable = NOT_COLLECTED
-    utilization_pct: float | Unavailable = NOT_COLLECTED
+    power_draw_w: Power = NOT_COLLECTED
+    power_limit_w: Power = NOT_COLLECTED  # enforced limit; N/A on GB10
+    temperature_c: Temperature = NOT_COLLECTED
+    sm_clock_mhz: Clock = NOT_COLLECTED
+    sm_clock_max_mhz: Clock = NOT_COLLECTED
+    utilization_pct: Percent = NOT_COLLECTED
     pstate: str | Unavailable = NOT_COLLECTED  # "P0"
-    clock_event_reasons: int | Unavailable = NOT_COLLECTED  # NVML bitmask
-    violation_us: dict[str, int] = Field(
+    clock_event_reasons: Annotated[int | Unavailable, _bounded("counter")] = NOT_COLLECTED  # NVML bitmask
+    violation_us: Annotated[dict[str, int], _bounded_mapping("counter", whole=False)] = Field(
         default_factory=dict,
         description="Cumulative clock-event (throttle) counters in microseconds at the start of "
         "collection: sw_power_cap, sync_boost, sw_thermal, hw_thermal, hw_power_brake. A counter the "
         "source cannot read is absent: NVML gives sw_power_cap, sw_thermal (its THERMAL policy), "
         "sync_boost and board_limit; nvidia-smi -q gives the first five.",
     )
-    violation_us_end: dict[str, int] = Field(
+    violation_us_end: Annotated[dict[str, int], _bounded_mapping("counter", whole=False)] = Field(
         default_factory=dict, description="Same counters read again at the end of collection."
     )
     violation_window_s: float = 0.0
@@ -408,3 +503,20 @@ class Facts(_Model):
         "not_collected without a detail when nobody asked, with the reason when the measurement was refused "
         "(other GPU jobs, memory short) or could not run.",
     )
+
+
+def implausible_readings(facts: BaseModel) -> list[str]:
+    """``where: why`` for every reading the bounds turned unavailable, for the report's notes (a check
+    may leave an unknown reading out of its summary; the user still learns the source was wrong)."""
+    found: list[str] = []
+    stack: list[tuple[str, object]] = [("", facts)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, Unavailable):
+            if node.detail.startswith("implausible reading: "):
+                found.append(f"{where}: {node.detail.removeprefix('implausible reading: ')}")
+        elif isinstance(node, BaseModel):
+            stack.extend((f"{where}.{k}" if where else k, getattr(node, k)) for k in type(node).model_fields)
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+    return sorted(found)

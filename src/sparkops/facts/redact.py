@@ -10,6 +10,7 @@ the side of masking, but leave ordinary flags (``--tokenizer``, ``--max-num-batc
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 
@@ -110,13 +111,74 @@ _SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# ---- rules by shape (issue 17): what a secret looks like, not a list of the names it goes by
+# A flag whose LAST name segment says secret: --wandb-key, --key, --db-pass, --auth-token,
+# --client-secret, --hf-pat (not --tokenizer, --max-tokens, --auth-type, --key-value-heads).
+_SECRET_SEG = r"(?:key|keys|apikey|token|secret|pass|password|passwd|passphrase|pwd|auth|credentials?|pat)"
+_FLAG_BY_SHAPE = re.compile(r"(?<![\w-])(--?(?:[A-Za-z0-9]+[-_])*" + _SECRET_SEG + r")(=|[ \t]+(?!-))"
+                            + _NOT_MASKED + r"(?:" + _FLAG_VALUE + ")", re.I)
+# -u/--user user:password (curl, wget --user, httpie -a); the user name stays.
+_USER_PASS_FLAG = re.compile(r"(?<![\w-])(-u|-a|--user|--auth|--proxy-user)([ \t]+|=)([^\s:'\"]+):" + _NOT_MASKED
+                             + r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")
+# -pPASS glued to -p, for the clients where -p means password (mysql family, sshpass, redis-cli -a X)
+_CLIENT_P = re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump|sshpass)\b[^\n|;&]*?\s-p)"
+                       + _NOT_MASKED + r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")
+_REDIS_A = re.compile(r"(\bredis-cli\b[^\n|;&]*?\s-a[ \t]+)" + _NOT_MASKED + r"[^\s'\"]+")
+# user:password@host without a scheme (git remotes, proxies in env values)
+_BARE_USERINFO = re.compile(r"(?<![\w/@:.-])([A-Za-z0-9._%+-]+):(?!\*\*\*@)[^\s@/:'\"]+@(?=[A-Za-z0-9.-]+)")
+# NAME=value where the value looks random: >= 20 characters of letters, digits and token
+# punctuation, with upper case, lower case and digits all present (hex digests, paths, versions
+# and UUIDs have at most two of those classes and are left alone).
+_HIGH_ENTROPY = re.compile(r"(?<![\w.-])([A-Za-z_][A-Za-z0-9_.-]*=)(?!\*\*\*)([A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9+/_=-])")
+
+
+def _entropy_mask(m: re.Match[str]) -> str:
+    value = m.group(2)
+    classes = sum(bool(re.search(c, value)) for c in ("[a-z]", "[A-Z]", "[0-9]"))
+    return m.group(1) + MASK if classes == 3 and _bits_per_char(value) >= 3.5 else m.group(0)
+
+
+def _bits_per_char(value: str) -> float:
+    counts: dict[str, int] = {}
+    for ch in value:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+_SHAPES: tuple[tuple[re.Pattern[str], object], ...] = (
+    (_FLAG_BY_SHAPE, r"\1\2" + MASK),
+    (_USER_PASS_FLAG, r"\1\2\3:" + MASK),
+    (_CLIENT_P, r"\1" + MASK),
+    (_REDIS_A, r"\1" + MASK),
+    (_BARE_USERINFO, r"\1:" + MASK + "@"),
+    (_HIGH_ENTROPY, _entropy_mask),
+)
+
+
 def redact_text(text: str) -> str:
     """Mask credentials in free text (command lines, URLs, log lines)."""
     if not text:
         return text
     for pattern, repl in _SUBS:
         text = pattern.sub(repl, text)
+    for pattern, repl in _SHAPES:
+        text = pattern.sub(repl, text)  # type: ignore[arg-type]
     return text
+
+
+def redact_obj(obj: object, _depth: int = 0) -> object:
+    """The one pass over everything that leaves the tool: every string in a JSON-like structure
+    (dict keys kept, values masked) goes through :func:`redact_text`. Idempotent."""
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if _depth > 100:
+        return obj
+    if isinstance(obj, dict):
+        return {k: redact_obj(v, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [redact_obj(v, _depth + 1) for v in obj]
+    return obj
 
 
 # One argument of a command line: a secret flag (its value is the next argument or after "="),

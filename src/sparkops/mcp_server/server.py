@@ -30,6 +30,7 @@ from mcp.types import ToolAnnotations
 
 from sparkops import __version__
 from sparkops.errors import InputError
+from sparkops.facts.redact import redact_obj
 from sparkops.mcp_server import tools
 from sparkops.report.schemas import SCHEMAS, json_schema
 
@@ -72,7 +73,8 @@ def _guarded(spec: tools.ToolSpec):
         try:
             with anyio.fail_after(limit):
                 job = functools.partial(fn, **arguments)
-                return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
+                result = await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
+            return redact_obj(result)  # type: ignore[return-value] - the one redaction pass, as every output
         except TimeoutError as exc:
             raise ToolError(f"{spec.fn.__name__} did not finish within {limit:g} s") from exc
         except InputError as exc:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import signal
+import stat as stat_mod
 import sys
 import threading
 import time
@@ -91,9 +92,13 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process id is larger
+PID_FILE_MAX_BYTES = 4096  # a pid file holds one small JSON object
+
+
 def alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
-    if pid <= 0:
+    if not 0 < pid <= PID_MAX:
         return False
     _reap(pid)
     try:
@@ -130,16 +135,27 @@ def is_our_daemon(pid: int, log: Path) -> bool:
 
 
 def _read_pid_file(path: Path) -> dict[str, object] | None:
+    """The pid file's JSON object, or None: bounded (a FIFO, a device or a huge file planted there
+    is not waited on nor read whole)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat_mod.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            raw = fh.read(PID_FILE_MAX_BYTES + 1)
+        if len(raw) > PID_FILE_MAX_BYTES:
+            return None
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def _pid_of(data: dict[str, object] | None) -> int | None:
+    """The pid a pid file names, when it could be one (1..PID_MAX)."""
     pid = data.get("pid") if data else None
-    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    ok = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid <= PID_MAX
+    return pid if ok else None  # type: ignore[return-value]
 
 
 def _owner(log: Path) -> tuple[dict[str, object] | None, str]:

@@ -655,6 +655,21 @@ def _not_started(argv: list[str], code: int, interval: float, log: Path | None, 
     return WatchResult(argv=argv, exit_code=code, duration_s=0.0, samples=0, interval_s=interval, notes=notes)
 
 
+_WAIT_SLICE_S = 0.1
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the child in short slices. A blocking ``waitpid`` is not interrupted when the
+    kernel hands a signal to another of our threads (the tee, the sampler): the Python handler
+    then runs only when the child ends, and a second Ctrl-C/SIGTERM never escalates. Between
+    slices the main thread runs pending handlers within ~0.1 s, however busy the machine."""
+    while True:
+        try:
+            return proc.wait(timeout=_WAIT_SLICE_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _run_child(proc: subprocess.Popen[bytes], o: _Sink, e: _Sink) -> tuple[int, int | None, bool]:
     """Copy the child's output while waiting for it: (exit code, signal, output still held open)."""
     assert proc.stdout is not None and proc.stderr is not None
@@ -665,7 +680,7 @@ def _run_child(proc: subprocess.Popen[bytes], o: _Sink, e: _Sink) -> tuple[int, 
         t = threading.Thread(target=_copy, args=(fd, sink), daemon=True, name="watch-tee")
         t.start()
         copiers.append(t)
-    rc = proc.wait()
+    rc = _wait(proc)
     drain = _t("watch_drain_timeout_s")
     deadline = time.monotonic() + drain
     for t in copiers:  # a background process the command left may hold the pipe open

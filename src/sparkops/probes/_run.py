@@ -113,8 +113,13 @@ class Pending:
                 bytes(self._err.data) if self._err is not None else b"")
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """Kill the child and its process group (also what it left running after it exited)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             _kill_group(self.proc)
+        else:
+            _kill_leftovers(self.proc)
 
     def result(self, timeout: float) -> RunResult:
         """Wait until ``timeout`` seconds after the start; kill the process group past that."""
@@ -135,6 +140,8 @@ class Pending:
             _kill_group(proc)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=2)
+        else:  # it exited: what it left running in its group (a daemonised helper) goes with it
+            _kill_leftovers(proc)
         # a grandchild holding the pipe open must not keep us here: bounded joins
         out, err = self._out.text(2.0), self._err.text(2.0)
         duration = time.monotonic() - start
@@ -199,6 +206,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError, OSError):
         with contextlib.suppress(OSError):
             proc.kill()
+
+
+def _kill_leftovers(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group a finished child led (its own session, see :func:`spawn`): a probe
+    must not leave a grandchild running after the tool exits. The group id is the reaped leader's
+    pid; it names a live group only while one of its members is still running."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def detach(argv: Sequence[str], err: Path, env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:

@@ -10,6 +10,9 @@ if TYPE_CHECKING:
 
 EXIT_CODES = {"ready": 0, "ready-with-warnings": 1, "blocked": 2}
 EXIT_TOOL_ERROR = 3  # the tool itself could not run: bad usage, unreadable snapshot, internal error
+# The machine was judged and the verdict printed, but the report file could not be written (a
+# read-only directory, a full disk, --report naming a directory); stderr names the path and why.
+EXIT_REPORT_NOT_WRITTEN = 4
 
 
 class Format(str, Enum):

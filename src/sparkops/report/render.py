@@ -22,7 +22,23 @@ def g_line(f: Finding) -> str:
 
 
 def render_lines(report: Report) -> str:
-    return "\n".join(g_line(f) for f in report.findings if f.gotcha.startswith("G")) + "\n"
+    """The grep contract: ``identity <WORD>: ...`` first (a run blocked by identity says so), one
+    line per gotcha, then ``verdict <VERDICT>: ...`` naming what blocks or warns."""
+    lines = [g_line(f) for f in report.findings if f.gotcha == "identity"]
+    lines += [g_line(f) for f in report.findings if f.gotcha.startswith("G")]
+    lines.append(verdict_line(report))
+    return "\n".join(lines) + "\n"
+
+
+def verdict_line(report: Report) -> str:
+    """``verdict BLOCKED: fix first: identity, G1`` / ``verdict READY-WITH-WARNINGS: G3 warn, G8 skip``."""
+    if report.blocking:
+        detail = "fix first: " + ", ".join(b.gotcha for b in report.blocking)
+    else:
+        open_ = [f"{f.gotcha} {f.status.value}" for f in report.findings
+                 if f.status in (Status.warn, Status.skip, Status.unknown)]
+        detail = ", ".join(open_) if open_ else "every check passed or is informational"
+    return f"verdict {report.verdict.upper()}: {detail}"
 
 
 def render_json(report: Report) -> str:
