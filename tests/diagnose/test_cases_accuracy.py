@@ -32,7 +32,6 @@ HERE = Path(__file__).parent
 SETS = {"cases": (75, 72, 2), "holdout": (36, 35, 2), "holdout2": (32, 32, 2), "holdout3": (24, 24, 2),
         "dev": (110, 108, 3)}
 _CANDIDATE: dict[tuple[str, str], str] = {}  # (set, case id) -> top candidate when diagnose abstained
-PER_CASE_LIMIT_S = 0.5  # "well under a second" even on a slow CI runner (measured: ~2 ms median, ~35 ms max)
 
 
 @pytest.fixture(scope="module", params=sorted(SETS))
@@ -68,8 +67,3 @@ def test_every_label_is_still_answered_right_somewhere(labelled):
     assert all(right[label] >= 1 for label in labels), right
 
 
-def test_each_case_is_diagnosed_well_under_a_second(labelled):
-    _name, answers = labelled
-    slow = [(cid, round(s, 3)) for cid, _l, _g, s in answers if s > PER_CASE_LIMIT_S]
-    assert not slow, slow
-    assert sum(s for *_x, s in answers) / len(answers) < PER_CASE_LIMIT_S / 5
