@@ -270,7 +270,7 @@ class Detector:
         self._ref_clock: list[float] = []
         self._ref_temp: list[float] = []
         self._peak_power: float | None = None
-        self._temps: deque[tuple[float, float]] = deque()
+        self._temps: deque[tuple[float, float]] = deque()  # (t, temperature), increasing: front = window min
         self._powers: deque[tuple[float, float]] = deque()
         self._avail: deque[tuple[float, float]] = deque()
         self._prev_counters: dict[str, float] = {}
@@ -373,6 +373,9 @@ class Detector:
             while self._powers and pt.t - self._powers[0][0] > c.plateau_min_s:
                 self._powers.popleft()
         if temp is not None:
+            # a monotonic deque: the window's minimum at its front, in O(1) per sample (a million-row log)
+            while self._temps and self._temps[-1][1] >= temp:
+                self._temps.pop()
             self._temps.append((pt.t, temp))
             while self._temps and pt.t - self._temps[0][0] > c.climb_window_s:
                 self._temps.popleft()
@@ -442,7 +445,7 @@ class Detector:
 
         if temp is None or power is None:
             return
-        rise = temp - min(v for _, v in self._temps) if self._temps else 0.0
+        rise = temp - self._temps[0][1] if self._temps else 0.0  # the window's minimum (monotonic deque)
         climbing = rise >= c.climb_c
         high = temp >= c.hot_c
         risen = ref_temp is not None and temp - ref_temp >= c.risen_c

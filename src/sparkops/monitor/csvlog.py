@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import math
 import os
 import re
@@ -114,13 +115,22 @@ def header_unit(cell: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def convert(column: str, value: float, unit: str) -> tuple[float | None, str]:
-    """``value`` in ``unit`` -> (value in the column's unit, "") or (None, why)."""
+@functools.lru_cache(maxsize=4096)
+def _factor(column: str, unit: str) -> tuple[float, float] | None | bool:
+    """The (scale, offset) that takes ``unit`` to the column's unit; True: the column converts nothing;
+    None: an unknown unit. Cached: a log has a handful of (column, unit) pairs and a million rows."""
     table = _CONVERT.get(column)
     if table is None:
+        return True
+    return table.get(_unit_key(unit))
+
+
+def convert(column: str, value: float, unit: str) -> tuple[float | None, str]:
+    """``value`` in ``unit`` -> (value in the column's unit, "") or (None, why)."""
+    factor = _factor(column, unit)
+    if factor is True:
         return value, ""
-    factor = table.get(_unit_key(unit))
-    if factor is None:
+    if factor is None or factor is False:
         return None, f"unknown unit {unit!r}"
     out = value * factor[0] + factor[1]
     lo, hi = _SANE[column]
@@ -138,17 +148,26 @@ def seconds(ts: object) -> float | None:
     if not isinstance(ts, str):
         return None
     m = _STAMP.match(ts.strip())
-    if not m or not all(c.isascii() for c in m.group(0)):
+    if not m or not m.group(0).isascii():
         return None
     y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
     if not (1 <= mo <= 12 and 1 <= d <= 31 and h <= 23 and mi <= 59 and s <= 60):
         return None
-    try:
-        whole = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
-    except (ValueError, OverflowError):
+    whole = _minute_epoch(y, mo, d, h, mi)
+    if whole is None:
         return None
+    whole += s
     frac = m.group(7)
     return float(whole) + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute_epoch(y: int, mo: int, d: int, h: int, mi: int) -> int | None:
+    """Seconds of a stamp's minute (cached: consecutive rows share it)."""
+    try:
+        return calendar.timegm((y, mo, d, h, mi, 0, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
 
 
 def stamp(epoch: float | None = None) -> str:
@@ -178,6 +197,15 @@ def _value(column: str, text: str, header_unit_: str = "") -> tuple[float | str 
         return None, ""
     if column in TEXT_COLUMNS:
         return cell, ""
+    if cell.isascii() and (cell[0].isdigit() or cell[0] in "-+.") and cell[-1].isdigit():
+        try:  # the common case, a bare number: no regex
+            plain = float(cell)
+        except ValueError:
+            pass
+        else:
+            if not math.isfinite(plain):
+                return None, "impossible value"
+            return convert(column, plain, header_unit_)
     m = _NUMBER.match(cell)
     if not m or not m.group(1).isascii():
         return None, "unreadable"
