@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sparkops import judge_fragmentation
-from sparkops.checks import identity
+from sparkops.checks import g03_fragmentation, identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
@@ -53,8 +52,8 @@ def _fragmentation(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     if frag is None:
         return
     peak = ctx.workload.estimated_peak_gb
-    th = judge_fragmentation.thresholds(ctx.kb)
-    d = judge_fragmentation.judge(frag, int(peak * 1e9) if peak else None, th)
+    th = g03_fragmentation.thresholds(ctx.kb)
+    d = g03_fragmentation.judge(frag, int(peak * 1e9) if peak else None, th)
     v = d.values
     if v:
         evidence.append(ev("memory.fragmentation", {k: v.get(k) for k in (

@@ -56,7 +56,7 @@ def memory_metrics(root: Path) -> list[Metric]:
 
 
 def buddy_metrics(root: Path) -> list[Metric]:
-    from sparkops.judge_fragmentation import summary
+    from sparkops.checks.g03_fragmentation import summary
     from sparkops.probes import fragmentation
 
     s = summary(fragmentation.gather(root))

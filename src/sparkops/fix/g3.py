@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.checks.g03_fragmentation import summary
 from sparkops.facts.reading import known
-from sparkops.judge_fragmentation import summary
 from sparkops.probes import fragmentation
 from sparkops.probes.host import read_small, under_root
 from sparkops.probes.memory import parse_meminfo

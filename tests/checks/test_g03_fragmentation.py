@@ -7,13 +7,13 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkops import judge_fragmentation as jf
+from sparkops.checks import g03_fragmentation as jf
 from sparkops.facts.model import BuddyZone, FragmentationFacts
 from sparkops.facts.reading import Why, missing
 from sparkops.knowledge import load
 from sparkops.probes import fragmentation
 
-RAW = Path(__file__).parent / "fixtures" / "raw" / "buddyinfo"
+RAW = Path(__file__).parents[1] / "fixtures" / "raw" / "buddyinfo"
 GIB = 1024**3
 
 

@@ -1,4 +1,4 @@
-"""G3.fragmented: free memory that is there but not in large contiguous blocks. Pure.
+"""G3.fragmented (part of the G3 owner): free memory that is there but not in large contiguous blocks. Pure.
 
 ``judge(frag, need_bytes=..., th=...)`` takes the raw readings of
 :mod:`sparkops.probes.fragmentation` (and optionally the planned job's peak) and returns a
