@@ -169,3 +169,8 @@ def test_read_log_never_raises_on_csv_like_text(cells):
 def test_format_row_never_raises_and_has_every_column(sample):
     line = format_row(sample)
     assert "\n" not in line and line.count(", ") >= len(COLUMNS) - 1
+
+
+def test_a_byte_order_mark_alone_is_an_empty_log():
+    rows, _notes = read_log("\ufeff")
+    assert rows == []

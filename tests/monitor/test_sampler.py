@@ -96,10 +96,18 @@ def test_memory_from_a_recorded_tree(tmp_path):
         "some avg10=1.50 avg60=0.20 avg300=0.00 total=1\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=1\n")
     got = read_memory(tmp_path)
     assert got == {"mem.free [B]": 1000 * 1024, "mem.available [B]": 2000 * 1024,
-                   "mem.cached [B]": 550 * 1024, "swap.used [B]": 3000 * 1024, "psi.memory.full.avg10": 0.75}
+                   "mem.cached [B]": 550 * 1024, "swap.used [B]": 3000 * 1024, "psi.memory.full.avg10": 0.75,
+                   "mem.free_large [B]": None}  # no buddyinfo in this tree
     (tmp_path / "proc" / "pressure" / "memory").unlink()
     (tmp_path / "proc" / "meminfo").write_text("MemTotal: 1 kB\n")
     assert set(read_memory(tmp_path).values()) == {None}
+    # with the recorded GB10-like buddyinfo and a page size: free memory in blocks of >= 2 MiB (issue 22)
+    raw = Path(__file__).parents[1] / "fixtures" / "raw" / "buddyinfo"
+    (tmp_path / "proc" / "buddyinfo").write_text((raw / "gb10-built-fresh.buddyinfo").read_text())
+    (tmp_path / "proc" / "self").mkdir()
+    (tmp_path / "proc" / "self" / "smaps").write_text("KernelPageSize:        4 kB\n")
+    large = read_memory(tmp_path)["mem.free_large [B]"]
+    assert large is not None and large > 100 * 1024**3
 
 
 # --------------------------------------------------------------------------- NVML path
@@ -233,7 +241,7 @@ def test_read_memory_never_raises_on_any_meminfo(tmp_path_factory, text):
     (root / "proc").mkdir()
     (root / "proc" / "meminfo").write_text(text, encoding="utf-8")
     got = read_memory(root)
-    assert set(got) == {*MEM_COLUMNS, "psi.memory.full.avg10"}
+    assert set(got) == {*MEM_COLUMNS, "psi.memory.full.avg10", "mem.free_large [B]"}
     assert all(v is None or (isinstance(v, float) and v >= 0) for v in got.values())
 
 

@@ -92,6 +92,27 @@ def summary(frag: FragmentationFacts | None, large_block_bytes: float = DEFAULTS
     }
 
 
+def free_large_from_text(buddyinfo: str, page: int, large_block_bytes: float = DEFAULTS["large_block_bytes"]
+                         ) -> int | None:
+    """Free bytes in blocks of ``large_block_bytes`` or more, straight from /proc/buddyinfo's text: the
+    sampler's per-row reading (no models: it runs every few seconds for hours). Same arithmetic as
+    :func:`summary`; None when no zone line parses."""
+    large_order = _order_for(large_block_bytes, page)
+    total, seen = 0, False
+    for line in buddyinfo.splitlines():
+        _head, sep, counts = line.partition("zone")
+        if not sep:
+            continue
+        fields = counts.split()[1:]  # the zone's name, then one count per order
+        try:
+            nums = [int(x) for x in fields]
+        except ValueError:
+            continue
+        seen = True
+        total += sum(n * page << order for order, n in enumerate(nums) if order >= large_order and n > 0)
+    return total if seen else None
+
+
 def unmovable_share(frag: FragmentationFacts | None) -> float | None:
     """Share of pageblocks typed Unmovable (all zones), from pagetypeinfo; None when unreadable."""
     if frag is None or not known(frag.pagetypeinfo):

@@ -92,7 +92,7 @@ _CONVERT: dict[str, dict[str, tuple[float, float]]] = {
        for c in ("violation.sw_power_cap [us]", "violation.sw_thermal [us]", "violation.hw_thermal [us]")},
     **{c: {"": (1, 0), "b": (1, 0), "kib": (1024, 0), "mib": (1024**2, 0), "gib": (1024**3, 0),
            "tib": (1024**4, 0), "kb": (1e3, 0), "mb": (1e6, 0), "gb": (1e9, 0), "tb": (1e12, 0)}
-       for c in ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]")},
+       for c in ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "mem.free_large [B]")},
 }
 # What no reading can be, after conversion (a broken logger, a doctored file): read as unknown.
 _SANE: dict[str, tuple[float, float]] = {
@@ -100,7 +100,8 @@ _SANE: dict[str, tuple[float, float]] = {
     "utilization.gpu [%]": (0.0, 100.0), "psi.memory.full.avg10": (0.0, 100.0),
     **{c: (0.0, 9.3e18) for c in ("violation.sw_power_cap [us]", "violation.sw_thermal [us]",
                                    "violation.hw_thermal [us]")},
-    **{c: (0.0, float(1 << 50)) for c in ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]")},
+    **{c: (0.0, float(1 << 50)) for c in ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]",
+                                           "mem.free_large [B]")},
 }
 
 
@@ -197,7 +198,7 @@ def _value(column: str, text: str, header_unit_: str = "") -> tuple[float | str 
         return None, ""
     if column in TEXT_COLUMNS:
         return cell, ""
-    if cell.isascii() and (cell[0].isdigit() or cell[0] in "-+.") and cell[-1].isdigit():
+    if cell and cell.isascii() and (cell[0].isdigit() or cell[0] in "-+.") and cell[-1].isdigit():
         try:  # the common case, a bare number: no regex
             plain = float(cell)
         except ValueError:
@@ -287,6 +288,8 @@ class LineParser:
             return "skip", []
         if lineno == 1:
             line = line.lstrip("\ufeff")
+            if not line:  # a byte-order mark alone
+                return "skip", []
         cells = [c.strip() for c in line.split(",")]
         if line[0].isalpha() and _looks_like_header(cells):
             new = _Header(cells)

@@ -31,6 +31,7 @@ COLUMNS: tuple[str, ...] = (
     "mem.cached [B]",                 # Cached + SReclaimable - Shmem (reclaimable page cache)
     "swap.used [B]",
     "psi.memory.full.avg10",          # /proc/pressure/memory, percent
+    "mem.free_large [B]",             # /proc/buddyinfo: free memory in blocks of 2 MiB or more (G3.fragmented)
     "gpu.processes",                  # "pid:name:bytes;pid:name:bytes" (compute processes)
 )
 

@@ -96,9 +96,11 @@ def _num(value: Any, scale: float = 1.0) -> float | None:
 
 # --------------------------------------------------------------------------- memory (/proc)
 def read_memory(root: Path) -> dict[str, float | None]:
-    """MemFree, MemAvailable, reclaimable cache, swap used (bytes) and PSI full avg10."""
+    """MemFree, MemAvailable, reclaimable cache, swap used (bytes), PSI full avg10 and the free memory
+    in large blocks (buddyinfo)."""
     out: dict[str, float | None] = dict.fromkeys(
-        ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "psi.memory.full.avg10"))
+        ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "psi.memory.full.avg10",
+         "mem.free_large [B]"))
     text = read_small(under_root(root, "/proc/meminfo"))
     if isinstance(text, str):
         mi = parse_meminfo(text)
@@ -113,7 +115,35 @@ def read_memory(root: Path) -> dict[str, float | None]:
         psi = parse_psi(psi_text)
         if not isinstance(psi, Unavailable):
             out["psi.memory.full.avg10"] = psi.full_avg10
+    out["mem.free_large [B]"] = free_large_bytes(root)
     return out
+
+
+_PAGE_SIZE: dict[str, int | None] = {}
+
+
+def free_large_bytes(root: Path) -> float | None:
+    """Free memory in blocks of 2 MiB or more (/proc/buddyinfo), the G3 owner's fragmentation reading."""
+    from sparkops.checks.g03_fragmentation import free_large_from_text
+    from sparkops.probes.fragmentation import page_size
+
+    live = root == Path("/")
+    if not live or "live" not in _PAGE_SIZE:  # the live page size does not change while a watch runs
+        read = page_size(root)
+        page = None if isinstance(read, Unavailable) else read
+        if live:
+            _PAGE_SIZE["live"] = page
+    else:
+        page = _PAGE_SIZE["live"]
+    if page is None:
+        return None
+    try:  # a procfs file of a few lines that cannot block: read directly (this runs every sample)
+        with open(under_root(root, "/proc/buddyinfo"), "rb") as fh:
+            text = fh.read(1 << 16).decode("ascii", errors="replace")
+    except OSError:
+        return None
+    large = free_large_from_text(text, page)
+    return float(large) if large is not None else None
 
 
 # --------------------------------------------------------------------------- NVML
