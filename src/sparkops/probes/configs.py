@@ -538,15 +538,10 @@ def shell_commands(text: str) -> tuple[list[Command], list[Command]]:
 
 
 def resolve(word: str, variables: Mapping[str, str]) -> str:
-    """``$TP`` / ``${TP}`` / ``${TP:-2}`` with the script's own assignments; what it does not assign
-    stays as written (a default is used only when the variable is unassigned)."""
+    """``$TP`` / ``${TP}`` / ``${TP:-2}`` with the script's own assignments; a reference the script does
+    not assign stays as written, a default included (the environment may set the variable)."""
     def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if name in variables:
-            return variables[name]
-        if m.group(1) and m.group(2) is not None and not _REF_RX.search(m.group(2)):
-            return m.group(0)  # a default exists, but the environment may set the variable: keep it raw
-        return m.group(0)
+        return variables.get(m.group(1) or m.group(3), m.group(0))
     return _VAR.sub(sub, word)
 
 
@@ -560,7 +555,7 @@ def launcher_of(argv: tuple[str, ...]) -> str:
             i += 1
             continue
         if _PYTHON.match(base):
-            if i + 2 < len(argv) + 1 and i + 1 < len(argv) and argv[i + 1] == "-m" and i + 2 < len(argv):
+            if i + 2 < len(argv) and argv[i + 1] == "-m":
                 return argv[i + 2]
             return os.path.basename(argv[i + 1]) if i + 1 < len(argv) else base
         return base
@@ -581,8 +576,6 @@ def command_settings(argv: tuple[str, ...], variables: Mapping[str, str]) -> tup
             name, eq, inline = w.partition("=")
             value_next = not eq
             key = SHORT_FLAGS.get(name) if not name.startswith("--") else _norm(name[2:])
-            if key is None and name.startswith("-") and not name.startswith("--"):
-                key = None
             if key is not None and len(words) < _MAX_KEYS:
                 words.append(key)
             kind = FLAG_KINDS.get(key or "")
@@ -934,9 +927,6 @@ def scan_paths(roots: Iterable[Path], limits: Limits | None = None, *, default_s
     root is read whatever its name says (and listed as not read, with the reason, when it cannot be);
     ``default_scope`` (no --config given) reads the directory's own files, not its subdirectories."""
     limits = limits or Limits.from_kb()
-    if default_scope:
-        limits = Limits(limits.max_files, limits.max_file_bytes, 0, limits.time_budget_s, limits.ignore_dirs,
-                        limits.tool_json_keys, limits.not_config_names)
     scan = _Scan(limits=limits, deadline=time.monotonic() + limits.time_budget_s)
     f = scan.facts
     f.scope = "default" if default_scope else "given"
