@@ -15,6 +15,7 @@ from sparkops.checks import g03_fragmentation, identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
+from sparkops.knowledge import engines_data
 
 GID = "G3"
 GIB = 1024**3
@@ -75,26 +76,39 @@ def _fragmentation(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
         warns.append(reason("G3.fragmented", **values))
 
 
+def meminfo_gib(facts: Facts, key: str) -> float | None:
+    """One /proc/meminfo reading in GiB, None when it was not read."""
+    mi = facts.memory.meminfo_bytes
+    return mi[key] / GIB if known(mi) and key in mi else None  # type: ignore[index, operator]
+
+
+def pool_is_unified(facts: Facts) -> bool:
+    """The serving engines' view: one pool (GB10, or no device memory reading) or the device's own memory."""
+    dev = facts.gpu.devices[0] if facts.gpu.devices else None
+    return dev is None or not known(dev.memory_total_bytes) or "GB10" in (dev.name or "")
+
+
+def pool_total_gib(facts: Facts) -> float | None:
+    """The whole pool: MemTotal on unified memory (GB10), the device's memory on a discrete GPU."""
+    if pool_is_unified(facts):
+        return meminfo_gib(facts, "MemTotal")
+    return facts.gpu.devices[0].memory_total_bytes / GIB  # type: ignore[operator]
+
+
 def vllm_start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[str, dict[str, Any]]:
     """vLLM's start-up check on these facts: CUDA free (MemFree on unified memory) >= ceil(total x share).
     One owner: ``plan --serve`` (planner/serve_budget.py) calls this too."""
-    mi = facts.memory.meminfo_bytes
-    mem = mi if known(mi) else {}
-
-    def gib(key: str) -> float | None:
-        return mem[key] / GIB if key in mem else None  # type: ignore[index, operator]
-
     dev = facts.gpu.devices[0] if facts.gpu.devices else None
-    unified = dev is None or not known(dev.memory_total_bytes) or "GB10" in (dev.name or "")
-    total = gib("MemTotal") if unified else dev.memory_total_bytes / GIB  # type: ignore[union-attr, operator]
-    free = gib("MemFree") if unified else (
-        dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator]
+    unified = pool_is_unified(facts)
+    total = pool_total_gib(facts)
+    free = meminfo_gib(facts, "MemFree") if unified else (
+        dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator, union-attr]
     if total is None or free is None:
         return "G3.start_unknown", {"reason": "total or free memory not in the facts"}
     requested = math.ceil(total * gpu_memory_utilization * GIB) / GIB
     cache = None
     if unified:
-        avail = gib("MemAvailable")
+        avail = meminfo_gib(facts, "MemAvailable")
         cache = None if avail is None else max(0.0, avail - free)
     values = {"total_gib": round(total, 2), "free_gib": round(free, 2), "requested_gib": round(requested, 2),
               "share": gpu_memory_utilization, "page_cache_gib": None if cache is None else round(cache, 2),
@@ -113,23 +127,13 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return
-    share = float(serve_budget_default_share())
+    share = float(engines_data()["engines"]["vllm"]["default_gpu_memory_utilization"])
     code, v = vllm_start_decision(ctx.facts, share)
     evidence.append(ev("vllm start-up check", {"share": share, **v}))
     if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads
         warns.insert(0, reason("G3.serve-start-after-flush", **v))
     elif code == "G3.start_fails":
         warns.insert(0, reason("G3.serve-start-refused", **v))
-
-
-def serve_budget_default_share() -> float:
-    """vLLM's default --gpu-memory-utilization, from the engines' dated accounting."""
-    from importlib import resources
-
-    from sparkops.knowledge import safe_load
-
-    data = safe_load(resources.files("sparkops.knowledge").joinpath("engines.yaml").read_text(encoding="utf-8"))
-    return float(data["engines"]["vllm"]["default_gpu_memory_utilization"])
 
 
 def _gpu_held(ctx: CheckContext) -> float | None:

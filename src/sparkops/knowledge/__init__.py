@@ -161,6 +161,13 @@ def load_matrix_file(path: Path) -> StackMatrix:
 
 
 @lru_cache(maxsize=1)
+def engines_data() -> dict[str, Any]:
+    """``engines.yaml`` as read (the serving engines' dated accounting). The planner validates it into
+    its models; the G3 owner reads vLLM's default share from it. Cached: immutable data, read once."""
+    return _read("engines.yaml")
+
+
+@lru_cache(maxsize=1)
 def load() -> Knowledge:
     """The packaged knowledge base (cached: it is immutable data)."""
     g = _read("gotchas.yaml")

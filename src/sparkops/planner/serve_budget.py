@@ -59,23 +59,12 @@ class ServingBudget:
         return round(sum(x.gib for x in self.neighbours) + sum(x.gib for x in self.planned), 2)
 
 
-def _meminfo_gib(facts: Facts, key: str) -> float | None:
-    from sparkops.facts.reading import known
-
-    mi = facts.memory.meminfo_bytes
-    if known(mi) and key in mi:  # type: ignore[operator]
-        return mi[key] / GIB  # type: ignore[index]
-    return None
-
-
 def pool_total_gib(facts: Facts) -> float | None:
-    """The whole pool: MemTotal on unified memory (GB10), the device's memory on a discrete GPU."""
-    from sparkops.facts.reading import known
+    """The whole pool: MemTotal on unified memory (GB10), the device's memory on a discrete GPU (the
+    G3 owner's reading, which the start-up decision uses too)."""
+    from sparkops.checks.g03_unified_memory import pool_total_gib as owner_pool
 
-    dev = facts.gpu.devices[0] if facts.gpu.devices else None
-    if dev is not None and known(dev.memory_total_bytes) and "GB10" not in (dev.name or ""):
-        return dev.memory_total_bytes / GIB  # type: ignore[operator]
-    return _meminfo_gib(facts, "MemTotal")
+    return owner_pool(facts)
 
 
 def neighbours(facts: Facts, total_gib: float) -> list[BudgetLine]:

@@ -13,10 +13,8 @@ import re
 import shlex
 from datetime import date
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.errors import InputError
@@ -63,8 +61,9 @@ class EnginesFile(_M):
 @lru_cache(maxsize=1)
 def engines_knowledge() -> EnginesFile:
     """``knowledge/engines.yaml``, validated (a bad edit fails loudly here)."""
-    text = resources.files("sparkops.knowledge").joinpath("engines.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    from sparkops.knowledge import engines_data
+
+    raw = dict(engines_data())  # a copy: the cached data stays as read
     eng = {}
     for name, body in raw.get("engines", {}).items():
         body = dict(body)
