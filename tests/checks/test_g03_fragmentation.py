@@ -105,3 +105,13 @@ def test_judgment_invariants(zones, page, need):
         node=0, zone="Normal", free_blocks=[0] * 13 + [v["free_bytes"] // (page << 13)])])
     if v["free_bytes"] % (page << 13) == 0:
         assert jf.judge(merged, need_bytes=need).code is None
+
+
+def test_the_samplers_text_reading_equals_the_owners_summary():
+    """watch/thermal log free large blocks through free_large_from_text (no models, every sample); it must
+    agree with the G3 owner's summary on every recorded buddyinfo."""
+    for path in sorted(RAW.glob("*.buddyinfo")):
+        text = path.read_text()
+        for page in (4096, 65536):
+            facts = FragmentationFacts(page_size_bytes=page, buddyinfo=fragmentation.parse_buddyinfo(text))
+            assert jf.free_large_from_text(text, page) == jf.summary(facts)["free_large_bytes"], (path.name, page)

@@ -49,7 +49,14 @@ class Triage:
 
         if self.fired is None:
             return ""
-        return render(load().subcode(self.code).fix, {"ruled_out": ", ".join(f"#{n}" for n in self.ruled_out)})
+        return render(load().subcode(self.code).fix, self.values())
+
+    def values(self) -> dict[str, str]:
+        """What the identity sub-codes' templates are worded from."""
+        return {"triage": self.summary(),
+                "ruled_out": ", ".join(f"#{n}" for n in self.ruled_out) or "nothing",
+                "not_checked": (f"; could not check {', '.join(f'#{n}' for n in self.not_checked)}"
+                                if self.not_checked else "")}
 
     def steps(self) -> list[tuple[int, str, str]]:
         """(number, hypothesis, status) in order: "fired", "ruled out", "not checked", or "not reached"

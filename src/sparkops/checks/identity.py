@@ -80,13 +80,6 @@ def headroom_gib(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     return None
 
 
-def _triage_values(tri: gpu_visibility.Triage) -> dict[str, str]:
-    return {"triage": tri.summary(),
-            "ruled_out": ", ".join(f"#{n}" for n in tri.ruled_out) or "nothing",
-            "not_checked": (f"; could not check {', '.join(f'#{n}' for n in tri.not_checked)}"
-                            if tri.not_checked else "")}
-
-
 def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
     evidence: list[Evidence] = [
         ev("gpu.source", facts.gpu.source),
@@ -107,7 +100,7 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
         evidence.append(ev("host.dev_nvidia", facts.host.dev_nvidia))
         evidence.append(ev("host.container.markers", facts.host.container.markers))
         return conclude(kb, "identity", [reason(tri.code, what="no NVIDIA GPU visible", nvml=why, smi=smi,
-                                                **_triage_values(tri))], evidence=evidence)
+                                                **tri.values())], evidence=evidence)
     live = facts.target.live
     if isinstance(live, TorchLive) and live.import_ok and live.cuda_available is False and live.cuda:
         tri = gpu_visibility.triage(facts)
@@ -116,7 +109,7 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
             evidence.append(ev("host.env.CUDA_VISIBLE_DEVICES", facts.host.env.get("CUDA_VISIBLE_DEVICES")))
             what = f"the driver sees {ident.gpu_name}, but torch in {facts.target.python or 'the target'} sees no GPU"
             return conclude(kb, "identity", [reason(tri.code, what=what, nvml="ok", smi="ok",
-                                                    **_triage_values(tri))], evidence=evidence)
+                                                    **tri.values())], evidence=evidence)
     cap = f"({ident.capability[0]}, {ident.capability[1]})" if ident.capability else "unknown capability"
     arch = facts.host.arch if known(facts.host.arch) else "unknown arch"
     mem = {True: "unified memory", False: "discrete memory", None: "memory kind unknown"}[ident.unified_memory]
