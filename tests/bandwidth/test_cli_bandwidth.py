@@ -117,13 +117,23 @@ def test_no_docker_exits_3_in_words(tmp_path):
     assert "docker CLI not found" in json.loads(p.stdout)["reason"]
 
 
+def _gb10_smi_path(tmp_path: Path) -> dict:
+    """A fake GB10 nvidia-smi first on PATH (NVML off): the facts this box collects then show a GPU."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").symlink_to(BIN / "nvidia-smi-gb10")
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "SPARKOPS_NO_NVML": "1"}
+
+
 def test_a_training_job_here_refuses_the_measurement_naming_it(tmp_path):
+    # the facts must show a GPU for other jobs to share it (a GPU-less box says so instead: next test)
     script = tmp_path / "train.py"
     script.write_text("import time\ntime.sleep(120)\n")
     log = tmp_path / "args.log"
     job = subprocess.Popen([sys.executable, str(script)])
     try:
-        p = spark_ops("bandwidth", "--python", fake("gb10"), "--json", env={"FAKE_BW_LOG": str(log)})
+        p = spark_ops("bandwidth", "--python", fake("gb10"), "--json",
+                      env={"FAKE_BW_LOG": str(log), **_gb10_smi_path(tmp_path)})
     finally:
         job.kill()
         job.wait()
@@ -133,6 +143,22 @@ def test_a_training_job_here_refuses_the_measurement_naming_it(tmp_path):
     assert "--force" in rep["reason"] and rep["G5"]["status"] == "skip"
     assert job.pid in {n["pid"] for n in rep["neighbours"]}
     assert not log.exists()  # nothing was started in the target python
+
+
+def test_a_training_job_on_a_box_without_a_gpu_is_not_a_refusal(tmp_path):
+    """Issue 17: this box has no GPU; with a trainer running it answered "refused: other GPU jobs running"."""
+    script = tmp_path / "train.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    job = subprocess.Popen([sys.executable, str(script)])
+    try:
+        p = spark_ops("bandwidth", "--python", fake("nogpu"), "--json")
+    finally:
+        job.kill()
+        job.wait()
+    rep = json.loads(p.stdout)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert rep["status"] == "failed" and rep["kind"] == "no_gpu" and "sees no CUDA device" in rep["reason"]
+    assert "other GPU job" not in p.stdout and rep["neighbours"] == []
 
 
 # ---------------------------------------------------------------- preflight --measure

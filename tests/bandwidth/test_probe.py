@@ -219,3 +219,22 @@ def test_own_process_is_never_a_neighbour():
     out = probe.measure(facts, KB, python=fake("gb10"), env={}, settings=FAST, alive=lambda pid: True,
                         own_pids={400721, 400650, os.getpid()})
     assert out.status == "measured"
+
+
+def test_no_gpu_with_a_trainer_running_says_no_gpu_not_refused(tmp_path):
+    """Issue 17: a GPU-less box with trainers in its process table answered "refused: other GPU jobs"."""
+    facts = patch(load_facts_fixture("no_gpu"), {"processes.processes": [
+        {"pid": 4242, "name": "python", "kind": "trainer", "cmdline": "python train.py"}]})
+    out = run("nogpu", facts=facts)
+    assert out.status == "failed" and out.kind == "no_gpu", out
+    assert "sees no CUDA device" in out.reason and "other GPU job" not in out.reason
+    assert out.assessment.no_gpu.startswith("no NVIDIA GPU visible")
+
+
+def test_no_gpu_in_the_facts_is_noted_when_the_child_measures_anyway():
+    facts = load_facts_fixture("no_gpu")  # without its live torch reading (which already says no CUDA device)
+    facts = facts.model_copy(update={"target": facts.target.model_copy(update={
+        "live": Unavailable(unavailable=Why.not_collected)})})
+    out = run("gb10", facts=facts)
+    assert out.status == "measured" and not out.section.forced
+    assert any(n.startswith("the facts show no NVIDIA GPU visible") for n in out.section.notes)

@@ -94,3 +94,25 @@ def test_the_settings_block_is_validated():
         BandwidthSettings.model_validate(dict(KB.t("bandwidth"), expected_gbs={"gb10": {"teleport": [1, 2]}}))
     with pytest.raises(ValueError):
         BandwidthSettings.model_validate(dict(KB.t("bandwidth"), surprise=1))
+
+
+# ---------------------------------------------------------------- no GPU comes before "other GPU jobs" (issue 17)
+TRAINER = {"processes.processes": [{"pid": 4242, "name": "python", "kind": "trainer", "cmdline": "python train.py"}]}
+
+
+def test_a_box_without_a_gpu_is_said_to_have_none_not_to_be_busy():
+    a = assess(patch(load_facts_fixture("no_gpu"), TRAINER))
+    assert a.reasons == () and not a.refused(False) and a.neighbours == ()
+    assert a.no_gpu.startswith("no NVIDIA GPU visible") and "libnvidia-ml.so.1" in a.no_gpu
+    assert "other GPU job" not in a.summary()
+
+
+def test_a_gpu_probe_that_did_not_finish_is_not_evidence_of_no_gpu():
+    facts = patch(load_facts_fixture("no_gpu"), {**TRAINER, "probes.gpu.ok": False, "probes.gpu.reason": "timeout"})
+    a = assess(facts)
+    assert a.no_gpu == "" and a.refused(False) and "1 other GPU job(s) running" in a.summary()
+
+
+def test_a_gpu_in_the_facts_still_refuses_for_the_same_trainer():
+    a = assess(patch(load_facts_fixture("gb10_ngc_2509_healthy"), TRAINER))
+    assert a.no_gpu == "" and a.refused(False)

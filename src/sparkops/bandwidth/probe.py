@@ -211,13 +211,15 @@ def measure(facts: Facts, kb: Knowledge | None = None, *, python: str | None = N
         if plan["buffer_bytes"] is None:
             reason = f"{plan['basis']} ({assessment.free_source})"
             return Outcome("refused", missing(Why.not_collected, f"refused: {reason}"), reason=reason, **base)
-    notes = [f"--force overrode: {r}" for r in assessment.reasons] if force else []
+    overrode = [f"--force overrode: {r}" for r in assessment.reasons] if force else []
+    notes = overrode + ([f"the facts show {assessment.no_gpu}: the measuring child checks for a CUDA device "
+                         "itself"] if assessment.no_gpu else [])
     config = script_config(settings, assessment.free_bytes, size_bytes, force)
     if container_ref:
         return _in_container(container_ref, python, env, config, settings.container_timeout_s, label, notes,
-                             bool(notes), assessment)
+                             bool(overrode), assessment)
     res = _run.run(argv_for(exe, config), timeout=settings.timeout_s, env=env)
-    out = outcome_from_result(res, settings.timeout_s, label, notes=notes, forced=bool(notes))
+    out = outcome_from_result(res, settings.timeout_s, label, notes=notes, forced=bool(overrode))
     return _with_assessment(out, assessment)
 
 

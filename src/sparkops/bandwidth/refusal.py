@@ -43,6 +43,9 @@ class Assessment:
     free_bytes: int | None  # None: the facts do not say (the child then checks cudaMemGetInfo itself)
     free_source: str  # "MemAvailable (unified memory)", "NVML free of GPU0", "unknown: ..."
     reasons: tuple[str, ...]
+    # the facts show no NVIDIA GPU at all (the GPU probe finished and found none): there is no GPU for other
+    # jobs to share, so they refuse nothing; the measuring child says whether torch sees a device anyway
+    no_gpu: str = ""
 
     def refused(self, force: bool) -> bool:
         return bool(self.reasons) and not force
@@ -95,6 +98,19 @@ def neighbours(facts: Facts, kinds: Collection[str], alive: Callable[[int], bool
     return list(found.values()), unlisted
 
 
+def no_gpu_seen(facts: Facts, kb: Knowledge) -> str:
+    """Why the facts show no NVIDIA GPU ("" when they show one, or when the GPU probe failed or overran:
+    an unfinished probe is not evidence of no GPU, the identity check's own rule)."""
+    if identity.identify(facts, kb).platform != "none":
+        return ""
+    rec = facts.probes.get("gpu")
+    if rec is not None and not rec.ok:
+        return ""
+    why = facts.gpu.nvml_error or "NVML not usable"
+    smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"
+    return f"no NVIDIA GPU visible ({why}; {smi})"
+
+
 def _tried(reading: Unavailable) -> bool:
     """A listing that was attempted and failed (not one the caller chose not to collect)."""
     return reading.unavailable is not Why.not_collected or bool(reading.detail)
@@ -105,8 +121,11 @@ def assess(facts: Facts, kb: Knowledge, settings: BandwidthSettings | None = Non
            device_index: int = 0) -> Assessment:
     """Apply the refusal rules to ``facts``."""
     settings = settings or BandwidthSettings.from_kb(kb)
-    found, unlisted = neighbours(facts, settings.neighbour_kinds, alive, own_pids)
     free, source = free_memory(facts, kb, device_index)
+    no_gpu = no_gpu_seen(facts, kb)
+    if no_gpu:  # checked first: "other GPU jobs running" on a box without a GPU would send the user the wrong way
+        return Assessment((), free, source, (), no_gpu)
+    found, unlisted = neighbours(facts, settings.neighbour_kinds, alive, own_pids)
     reasons: list[str] = []
     if found:
         shown = ", ".join(n.label() for n in found[:4]) + (f" (+{len(found) - 4} more)" if len(found) > 4 else "")
