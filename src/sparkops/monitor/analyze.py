@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +55,8 @@ class AnalysisResult(BaseModel):
 # --------------------------------------------------------------------------- values
 def number(value: object) -> float | None:
     """A sample cell as a finite float: numbers as is, ``"105.21 W"`` parsed, else None."""
+    if type(value) is float:  # what the reader gives: no other check needed
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -109,8 +111,15 @@ def processes(value: object) -> dict[int, tuple[str, float]] | None:
 
 
 def _median(values: Iterable[float | None]) -> float | None:
+    """statistics.median of the known values (the same arithmetic, without its per-call overhead: it runs
+    several times per sample of a million-row log)."""
     known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
+    if not known:
+        return None
+    known.sort()
+    n = len(known)
+    half = n // 2
+    return known[half] if n % 2 else (known[half - 1] + known[half]) / 2
 
 
 def _fmt(v: float | None, unit: str = "", digits: int = 0) -> str:
@@ -259,7 +268,9 @@ class Detector:
         self.events: list[Event] = []
         self.notes: list[str] = []
         self.count = 0
-        self._stamped: list[float] = []
+        self._stamped_first: float | None = None  # the first and last usable timestamps (the duration)
+        self._stamped_last: float | None = None
+        self._stamped_n = 0
         self._prev_t: float | None = None
         self._dt = 1.0
         self._unstamped = 0
@@ -277,11 +288,13 @@ class Detector:
         self._swap_min: float | None = None
         self._baseline_pids: set[int] | None = None
         self._proc_eps: dict[int, _Episode] = {}
-        self._utils: list[float] = []
-        self._powers_all: list[float] = []
+        # whole-run readings for the medians the verdict quotes: packed doubles (8 bytes a sample, not a list's
+        # ~32), so a million-row log stays within its memory bound
+        self._utils = array("d")
+        self._powers_all = array("d")
         self._loaded_s = 0.0
-        self._loaded_utils: list[float] = []
-        self._loaded_powers: list[float] = []
+        self._loaded_utils = array("d")
+        self._loaded_powers = array("d")
         self._mins: dict[str, float] = {}
         self._mem_hard = False  # memory pressure seen beyond a falling trend (low, page cache, PSI)
         ep = _Episode
@@ -311,7 +324,10 @@ class Detector:
             self._unstamped += 1
             t = (self._prev_t + self._dt) if self._prev_t is not None else 0.0
         else:
-            self._stamped.append(t)
+            if self._stamped_first is None:
+                self._stamped_first = t
+            self._stamped_last = t
+            self._stamped_n += 1
             if self._prev_t is not None and t > self._prev_t:
                 self._dt = min(max(t - self._prev_t, 0.001), 3600.0)
         self._prev_t = t
@@ -779,8 +795,8 @@ def result(det: Detector, notes: Iterable[str] = ()) -> AnalysisResult:
     """Close a detector into the report (``watch`` uses this for its closing summary)."""
     events = det.finish()
     lines, more = _verdict(det, events)
-    stamped = det._stamped
-    duration = stamped[-1] - stamped[0] if len(stamped) >= 2 else None
+    duration = (det._stamped_last - det._stamped_first  # type: ignore[operator]
+                if det._stamped_n >= 2 else None)
     all_notes = list(notes) + more
     if not det.count:
         lines = ["nothing to judge: no samples"]

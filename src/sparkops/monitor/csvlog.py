@@ -72,6 +72,9 @@ _STAMP = re.compile(
     r"^(\d{4})[/-](\d{1,2})[/-](\d{1,2})[ T](\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$"
 )
 _MISSING = frozenset({"n/a", "[n/a]", "not supported", "[not supported]", "[unknown error]", "-", ""})
+# the spellings nvidia-smi and this tool write for "no value", as written (a subset of _MISSING, compared without
+# lower-casing: the per-row fast path)
+_MISSING_AS_WRITTEN = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", "-", ""})
 _MAX_NOTED_LINES = 3  # line numbers quoted per kind of problem
 
 
@@ -148,7 +151,24 @@ def seconds(ts: object) -> float | None:
     """
     if not isinstance(ts, str):
         return None
-    m = _STAMP.match(ts.strip())
+    text = ts.strip()
+    # the shape nvidia-smi and this tool write (``YYYY/MM/DD HH:MM:SS[.fff]``): sliced, its minute cached;
+    # any other shape (or a value out of range) takes the general path below, which decides the same
+    if len(text) >= 19 and text[4] == "/" and text[7] == "/" and text[10] == " " and text[13] == ":" \
+            and text[16] == ":":
+        sec, frac = text[17:19], text[20:]
+        if sec.isdigit() and sec.isascii() and (len(text) == 19 or (
+                text[19] == "." and 0 < len(frac) <= 9 and frac.isdigit() and frac.isascii())):
+            whole = _fixed_minute(text[:16])
+            s = int(sec)
+            if whole is not None and s <= 60:
+                return float(whole + s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
+    return _seconds_general(text)
+
+
+def _seconds_general(text: str) -> float | None:
+    """:func:`seconds` by the regex: every shape it accepts (``-`` separators, one-digit fields, ``T``)."""
+    m = _STAMP.match(text)
     if not m or not m.group(0).isascii():
         return None
     y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
@@ -160,6 +180,21 @@ def seconds(ts: object) -> float | None:
     whole += s
     frac = m.group(7)
     return float(whole) + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+_FIXED_MINUTE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) (\d{2}):(\d{2})$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_minute(head: str) -> int | None:
+    """``YYYY/MM/DD HH:MM`` -> seconds of that minute, or None when it is no valid minute (cached)."""
+    m = _FIXED_MINUTE.match(head)
+    if not m or not head.isascii():
+        return None
+    y, mo, d, h, mi = (int(m.group(i)) for i in range(1, 6))
+    if not (1 <= mo <= 12 and 1 <= d <= 31 and h <= 23 and mi <= 59):
+        return None
+    return _minute_epoch(y, mo, d, h, mi)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -233,6 +268,16 @@ class _Header:
         self.index_at = lowered.index("index") if "index" in lowered else None
         self.stamp_at = self.columns.index("timestamp") if "timestamp" in self.columns else None
         self.ignored = [c for c, col in zip(self.cells, self.columns, strict=True) if col is None]
+        # built once per header, used for every row under it: (position, column, header unit, the numeric
+        # conversion for a bare number in that unit: (scale, offset, low, high); None: text or no bare-number
+        # shortcut). Ignored columns are not in it.
+        self.plan: list[tuple[int, str, str, tuple[float, float, float, float] | None]] = []
+        for i, (col, unit) in enumerate(zip(self.columns, self.units, strict=True)):
+            if col is None:
+                continue
+            fac = None if col in TEXT_COLUMNS else _factor(col, unit)
+            conv = (fac[0], fac[1], *_SANE[col]) if isinstance(fac, tuple) else None
+            self.plan.append((i, col, unit, conv))
 
 
 def _looks_like_header(cells: list[str]) -> bool:
@@ -330,9 +375,25 @@ class LineParser:
                 self.other_gpus += 1
                 return None
         sample: Sample = dict.fromkeys(COLUMNS)
-        for column, cell, unit in zip(header.columns, cells, header.units, strict=True):
-            if column is None:
-                continue
+        isfinite = math.isfinite
+        for i, column, unit, conv in header.plan:
+            cell = cells[i]
+            if cell in _MISSING_AS_WRITTEN:
+                continue  # unknown, as _value reads it (and never over a value a twin column gave)
+            if conv is not None and cell and cell[-1].isdigit() and cell[0].isdigit() and cell.isascii():
+                # a bare number in the header's unit (nearly every cell of a long log): what _value decides,
+                # without its general steps (a cell that starts with a digit is never a "missing" marker)
+                try:
+                    plain = float(cell)
+                except ValueError:
+                    pass
+                else:
+                    out = plain * conv[0] + conv[1] if isfinite(plain) else math.nan
+                    if isfinite(out) and conv[2] <= out <= conv[3]:
+                        sample[column] = out
+                    else:
+                        self.values.add(f"impossible value in column {column}", lineno)
+                    continue
             value, why = _value(column, cell, unit)
             if why == "unreadable":
                 self.unreadable[column] = self.unreadable.get(column, 0) + 1
@@ -521,12 +582,20 @@ class LogStream:
                 pos += len(more)
                 parser.problems.add(f"longer than {_MAX_LINE_BYTES} bytes", lineno)
                 continue
-            kind, cells = parser.classify(lineno, raw.decode("utf-8", errors="replace"))
-            if kind != "data":
-                continue
             header = parser.header
             at = header.stamp_at if header is not None else None
-            t = seconds(cells[at]) if at is not None and at < len(cells) else None
+            parts = raw.split(b",", at + 1) if at is not None and lineno > 1 and raw[:1].isdigit() else ()
+            if at is not None and len(parts) > at + 1:
+                # a data line under a header (it starts with a digit: no header, comment or blank), and its stamp
+                # is not its last cell: only that cell is decoded (classify would split and strip every cell)
+                t = seconds(parts[at].decode("utf-8", errors="replace"))
+            else:
+                kind, cells = parser.classify(lineno, raw.decode("utf-8", errors="replace"))
+                if kind != "data":
+                    continue
+                header = parser.header
+                at = header.stamp_at if header is not None else None
+                t = seconds(cells[at]) if at is not None and at < len(cells) else None
             if t is None:
                 t = last  # no stamp: keeps its place after the previous stamped row
             elif t < last:
