@@ -153,3 +153,42 @@ def test_any_stream_through_the_ring_buffer_keeps_exact_line_numbers(lines, chun
     with mock.patch.object(text_mod, "_CHUNK", chunk):
         inp = read_stream(io.BytesIO(data), "-", TINY)
     _check(inp, data.split(b"\n"))
+
+
+# ---- issue 17, the speed goal: a big file is never read whole, and the matcher gets a bounded window
+def test_past_count_max_bytes_the_middle_is_not_read_and_the_numbers_are_estimated(tmp_path):
+    log = tmp_path / "big.log"
+    line = _big_log(log, 8)
+    size = log.stat().st_size
+    lim = Limits(**{**TINY.__dict__, "count_max_bytes": 1_000_000})
+    read = []
+    real = os.readv
+    with mock.patch.object(text_mod.os, "readv", lambda fd, bufs: read.append(real(fd, bufs)) or read[-1]):
+        inp = read_input(str(log), lim)
+    assert sum(read) <= lim.count_max_bytes  # the newline count stopped at its bound
+    assert inp.lines[-2] == ERROR.decode() and abs(inp.numbers[-2] - line) < line * 0.01
+    est = next(n for n in inp.notes if "are estimates" in n)
+    assert f"counted in the first {sum(read)} of the" in est and "count_max_bytes" in est
+    ranges = next(n for n in inp.notes if n.startswith("read bytes 0-"))
+    assert f"of {size}" in ranges and "not read" in ranges and "counted for newlines only" in ranges
+
+
+def test_within_count_max_bytes_the_numbers_are_exact_and_the_note_names_the_ranges(tmp_path):
+    log = tmp_path / "big.log"
+    line = _big_log(log, 8)
+    size = log.stat().st_size
+    inp = read_input(str(log), TINY)
+    assert inp.numbers[-2] == line and not any("are estimates" in n for n in inp.notes)
+    ranges = next(n for n in inp.notes if n.startswith("read bytes 0-"))
+    assert ranges.endswith("counted for newlines only") and f"-{size} of {size}" in ranges
+
+
+def test_the_packaged_window_bounds_what_the_matcher_reads(tmp_path):
+    """symptoms.yaml's limits, whatever they are, bound the kept text of a big log; its last line is in it."""
+    log = tmp_path / "train.log"
+    line = _big_log(log, 12)
+    lim = load_symptoms().text_limits
+    inp = read_input(str(log), lim)
+    assert len(inp.lines) <= lim.head_lines + lim.tail_lines
+    assert len(inp.text) <= lim.head_bytes + lim.tail_bytes
+    assert inp.numbers[-2] == line and inp.lines[-2] == ERROR.decode()

@@ -300,6 +300,7 @@ class LimitsModel(_Model):
     tail_lines: int = Field(gt=0)
     max_line_chars: int = Field(gt=80)
     max_read_bytes: int = Field(gt=0)
+    count_max_bytes: int = Field(default=64 << 20, ge=0)  # newlines counted in a skipped middle (exact line numbers)
 
 
 class Decide(_Model):

@@ -44,6 +44,7 @@ class Limits:
     max_read_bytes: int = 256_000_000
     read_timeout_s: float = 60.0  # a pipe, FIFO or terminal is read for at most this long
     count_budget_s: float = 2.0  # counting the skipped middle of a big file (exact line numbers); past it, estimated
+    count_max_bytes: int = 64 << 20  # ...and at most this many of its bytes (symptoms.yaml); past them, estimated
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class _Bounded:
             self.tail_size -= s
 
     def result(self, source: str, binary: bool = False, extra_notes: Iterable[str] = (),
-               estimated_from: int | None = None, timed_out: bool = False) -> InputText:
+               estimated_from: int | None = None, timed_out: bool = False, estimate_why: str = "") -> InputText:
         kept = self.head + [(n, line) for n, line, _s in self.tail]
         notes: list[str] = []
         skipped_from = self.head[-1][0] + 1 if self.head else 1
@@ -132,8 +133,7 @@ class _Bounded:
             notes.append(f"input truncated: read lines 1-{skipped_from - 1} and {approx}{skipped_to + 1}-{self.count} "
                          f"of {approx}{self.count}; lines {skipped_from}-{skipped_to} were skipped")
         if estimated_from is not None:
-            notes.append(f"line numbers from {estimated_from} on are estimates: counting the skipped middle "
-                         f"ran out of its {self.limits.count_budget_s:g} s budget")
+            notes.append(f"line numbers from {estimated_from} on are estimates: {estimate_why or 'the skipped middle was not counted'}")
         notes += extra_notes
         if self.cut_lines:
             notes.append(f"{self.cut_lines} line(s) longer than {self.limits.max_line_chars} characters "
@@ -244,18 +244,20 @@ class _Reader:
         self.tail_sample = b""
         self.bytes_read = 0
         self.estimated_from: int | None = None
+        self.estimate_why = ""
+        self.ranges_note = ""  # a regular file read by seeking: which byte ranges were read
 
     def run(self, source: str) -> InputText:
         rest = self._head()
         if rest is not None:
             self._tail(rest)
         binary = _looks_binary(bytes(self.head_sample)) and (not self.tail_sample or _looks_binary(self.tail_sample))
-        notes = []
+        notes = [self.ranges_note] if self.ranges_note else []
         if self.src.timed_out:
             notes.append(f"input timed out after {self.lim.read_timeout_s:g} s: diagnosed the "
                          f"{self.bytes_read} bytes read by then")
         return self.acc.result(source, binary=binary, extra_notes=notes, estimated_from=self.estimated_from,
-                               timed_out=self.src.timed_out)
+                               timed_out=self.src.timed_out, estimate_why=self.estimate_why)
 
     def _chunk(self) -> bytes:
         data = self.src.read(_CHUNK)
@@ -301,10 +303,18 @@ class _Reader:
         ring_size = len(rest)
         size = self.src.size
         if size is not None and size - self.bytes_read > self.keep + _CHUNK:
-            # a regular file: count the newlines up to its tail, then seek there and read only that
+            # a regular file: count the newlines up to its tail (within the byte and time bounds), then seek there
+            # and read only that
             tail_start = size - self.keep
-            newlines, last = self._count_to(tail_start)
-            line += rest.count(b"\n") + newlines
+            head_end = self.bytes_read
+            before = rest.count(b"\n")  # newlines between the head's last split line and ``head_end``
+            newlines, last = self._count_to(tail_start, before)
+            counted = f"; bytes {head_end}-{self._counted_to} counted for newlines only" \
+                if self._counted_to > head_end else ""
+            self.ranges_note = (f"read bytes 0-{head_end} and {tail_start}-{size} of {size}{counted}"
+                                + (f"; bytes {self._counted_to}-{tail_start} not read" if self._counted_to < tail_start
+                                   else ""))
+            line += before + newlines
             at_line_start = last == b"\n"
             ring.clear()
             ring_size = 0
@@ -329,28 +339,46 @@ class _Reader:
         for raw in parts:
             self._line(raw[: self.cap], len(raw))
 
-    def _count_to(self, end: int) -> tuple[int, bytes]:
+    _counted_to = 0
+
+    def _count_to(self, end: int, before: int = 0) -> tuple[int, bytes]:
         """Newlines from the current position to ``end`` and the byte just before ``end``, read in
-        chunks into one buffer. Past the count budget the rest is estimated from the density so far
-        (the notes say from which line numbers are estimates; the last byte is then unknown)."""
+        chunks into one buffer, at most ``count_max_bytes`` of them and within ``count_budget_s``.
+        Past either bound the rest is estimated from the density counted (or, with nothing counted,
+        the head's); the notes say from which line on numbers are estimates and why (the last byte is
+        then unknown). ``before``: newlines already seen after the head's last split line."""
         buf = bytearray(_COUNT_CHUNK)
         view = memoryview(buf)
         count = counted = 0
-        todo = end - self.bytes_read
+        start = self.bytes_read
+        todo = end - start
+        cap = min(todo, max(self.lim.count_max_bytes, 0))
         last = b""
         deadline = time.monotonic() + self.lim.count_budget_s
         fd = self.src.fd  # type: ignore[attr-defined] - only a regular file (an _FdSource) seeks
+        why = ""
         while counted < todo:
-            n = os.readv(fd, [view[: min(_COUNT_CHUNK, todo - counted)]])
+            if counted >= cap:
+                why = f"newlines were counted in the first {counted} of the {todo} skipped bytes (the count_max_bytes bound)"
+                break
+            n = os.readv(fd, [view[: min(_COUNT_CHUNK, cap - counted)]])
             if n <= 0:
                 break
             count += buf.count(b"\n", 0, n)
             counted += n
             last = bytes(buf[n - 1:n])
             if counted < todo and time.monotonic() > deadline:
-                self.estimated_from = self.acc.count + count + 1
-                return round(count * todo / counted), b""
-        return count, last
+                why = (f"counting the skipped middle ran out of its {self.lim.count_budget_s:g} s budget after "
+                       f"{counted} of its {todo} bytes")
+                break
+        self._counted_to = start + counted
+        if not why:
+            return count, last
+        self.estimated_from = self.acc.count + before + count + 1
+        # lines per byte: of what was counted, or (nothing counted) of the bytes read so far
+        density = count / counted if counted else (self.acc.count + before) / max(start, 1)
+        self.estimate_why = why + ", the rest estimated from the line density counted"
+        return count + round(density * (todo - counted)), b""
 
 
 _COUNT_CHUNK = 1 << 20
