@@ -380,6 +380,11 @@ class LineParser:
             cell = cells[i]
             if cell in _MISSING_AS_WRITTEN:
                 continue  # unknown, as _value reads it (and never over a value a twin column gave)
+            if column in TEXT_COLUMNS:  # text as is, as _value keeps it (a missing marker leaves it unknown)
+                text = cell.strip()
+                if text.lower() not in _MISSING:
+                    sample[column] = text
+                continue
             if conv is not None and cell and cell[-1].isdigit() and cell[0].isdigit() and cell.isascii():
                 # a bare number in the header's unit (nearly every cell of a long log): what _value decides,
                 # without its general steps (a cell that starts with a digit is never a "missing" marker)
