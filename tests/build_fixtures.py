@@ -22,6 +22,7 @@ from typing import Any
 from sparkops.checks import CHECKS, context
 from sparkops.checks.base import Finding
 from sparkops.facts.model import (
+    V1_ARGV_LOST,
     CgroupMemFacts,
     ConfigHit,
     ConfigScanFacts,
@@ -44,10 +45,13 @@ from sparkops.facts.model import (
     TargetEnvFacts,
     TorchLive,
     TorchStatic,
+    V1ProcessClass,
 )
 from sparkops.facts.reading import Why, missing
 from sparkops.knowledge import load
 from sparkops.workload import Workload
+
+V1_LOST = missing(Why.not_collected, V1_ARGV_LOST)
 
 FACTS_DIR = Path(__file__).parent / "fixtures" / "facts"
 KIB = 1024
@@ -263,10 +267,12 @@ def gb10_vllm_default() -> Facts:
     venv = "/home/jethac/.venv"
     serve = f"{venv}/bin/python3 {venv}/bin/vllm serve Qwen/Qwen3-30B-A3B-Instruct-2507 --port 8000 --max-model-len 32768"
     procs = [
-        HostProcess(pid=400650, name="vllm", kind="vllm", cmdline=serve, rss_bytes=1_263_000_000, state="sleeping",
-                    memory_fraction=0.9, memory_cap_source="default", ppid=398871),
-        HostProcess(pid=400721, name="VLLM::EngineCore", kind="vllm", cmdline=serve, rss_bytes=3_912_000_000,
-                    state="running", memory_fraction=0.9, memory_cap_source="default", ppid=400650),
+        # recorded by a schema-1 tool (the committed fixture is schema 1): its verdict, no argv
+        HostProcess(pid=400650, name="vllm", cmdline=serve, rss_bytes=1_263_000_000, state="sleeping", ppid=398871,
+                    argv=V1_LOST, v1_class=V1ProcessClass(kind="vllm", memory_fraction=0.9, memory_cap_source="default")),
+        HostProcess(pid=400721, name="VLLM::EngineCore", cmdline=serve, rss_bytes=3_912_000_000, state="running",
+                    ppid=400650, argv=V1_LOST,
+                    v1_class=V1ProcessClass(kind="vllm", memory_fraction=0.9, memory_cap_source="default")),
     ]
     gpu_procs = [GpuProcess(pid=329657, name="/usr/lib/xorg/Xorg", kind="graphics", used_memory_bytes=43 * MIB),
                  GpuProcess(pid=329691, name="/usr/bin/gnome-shell", kind="graphics", used_memory_bytes=16 * MIB),
