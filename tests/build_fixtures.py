@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkops.checks import CHECKS, context
-from sparkops.checks.base import Finding
+from sparkops.core.findings import Finding
 from sparkops.facts.model import (
     V1_ARGV_LOST,
     CgroupMemFacts,
@@ -48,8 +48,8 @@ from sparkops.facts.model import (
     V1ProcessClass,
 )
 from sparkops.facts.reading import Why, missing
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import load
-from sparkops.workload import Workload
 
 V1_LOST = missing(Why.not_collected, V1_ARGV_LOST)
 

@@ -18,8 +18,8 @@ from sparkops.checks.processes import classify, classify_all
 from sparkops.facts.model import FACTS_SCHEMA_VERSION, Facts, HostProcess, migrate
 from sparkops.facts.reading import Unavailable
 from sparkops.facts.snapshot import load_facts
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import load as load_kb
-from sparkops.workload import Workload
 
 CAPS = load_kb().t("g6.default_caps")
 
@@ -168,10 +168,10 @@ def test_an_old_snapshot_and_the_same_machine_recorded_raw_judge_alike():
     ko, kn = (CHECKS["G6"].check(context(f, load_kb())) for f in (old, new))
     assert ko.status is kn.status is Status.warn
     assert (ko.code, ko.summary, ko.notes) == (kn.code, kn.summary, kn.notes)
-    _, old_findings = judge(old, load_kb(), Workload())
-    _, new_findings = judge(new, load_kb(), Workload())
-    assert [(f.gotcha, f.status, f.summary) for f in old_findings] == [(f.gotcha, f.status, f.summary)
-                                                                       for f in new_findings]
+    old_j, new_j = judge(old, load_kb(), Workload()), judge(new, load_kb(), Workload())
+    assert [(f.gotcha, f.status, f.summary) for f in old_j.findings] == [(f.gotcha, f.status, f.summary)
+                                                                         for f in new_j.findings]
+    assert old_j.verdict == new_j.verdict
 
 
 def test_a_raw_snapshot_is_judged_with_the_knowledge_of_the_day():
