@@ -249,11 +249,11 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G9.newer-majors": lambda: ("G9", f(SPARK, target__distributions={**load_facts_fixture(SPARK).target.distributions,
                                                                       "transformers": "6.0.0"}), None),
     "G9.triton-ptxas": lambda: ("G9", f(SPARK, host__env={}), None),
-    "G9.stale-matrix-off-matrix": lambda: ("G9", f(SPARK, collected_at=LATER, host__container__image_kind="other",
+    "G9.stale-matrix-off-matrix": lambda: ("G9", f(SPARK, collected_at=LATER, host__container__v1_class__image_kind="other",
                                                    target__distributions={**load_facts_fixture(SPARK).target.distributions,
                                                                           "transformers": "4.58.0"}), None),
     "G9.blessed-container": lambda: ("G9", f(SPARK), None),
-    "G9.other-container": lambda: ("G9", f(SPARK, host__container__image_kind="other", host__container__image_hint="myorg/trainer:1"), None),
+    "G9.other-container": lambda: ("G9", f(SPARK, host__container__v1_class__image_kind="other", host__container__v1_class__image_hint="myorg/trainer:1"), None),
     "G9.no-marker": lambda: ("G9", f(VLLM, host__os_release={"NAME": "Ubuntu"}), None),
     # G10
     "G10.train-tp-across-nodes": lambda: ("G10", configs(HIT, NODES), Workload(method="full")),

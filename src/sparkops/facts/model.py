@@ -132,13 +132,25 @@ class ProbeRecord(_Model):
 
 
 # --------------------------------------------------------------------------- host
-class ContainerFacts(_Model):
-    """Container markers. An empty marker list is NOT proof of a bare host (cgroup v2 hides them)."""
+class V1ContainerClass(_Model):
+    """What a schema-1 tool decided about the container at collect time (only a migrated snapshot has it)."""
 
-    markers: list[str] = Field(default_factory=list)  # "/.dockerenv", "env:container=podman", ...
     image_kind: Literal["ngc-pytorch", "ngc-other", "unsloth", "other", "none"] | Unavailable = NOT_COLLECTED
-    image_hint: str = ""  # e.g. "nvcr.io/nvidia/pytorch:25.09-py3" or "NVIDIA_PYTORCH_VERSION=25.09"
+    image_hint: str = ""
+
+
+class ContainerFacts(_Model):
+    """Container markers and variables as read, unjudged: what kind of container this is (NGC, Unsloth,
+    other, unknown) is decided by ``sparkops.checks.container``. An empty marker list is NOT proof of
+    a bare host (cgroup v2 hides them)."""
+
+    markers: list[str] = Field(default_factory=list)  # "/.dockerenv", "cgroup:docker", "env:container=podman", ...
+    markers_read: Literal[True] | Unavailable = NOT_COLLECTED  # True once the probe looked; else why it could not
+    image: str = ""  # the image= line of /run/.containerenv (podman), redacted
     nvidia_env: dict[str, str] = Field(default_factory=dict)  # NVIDIA_*/NGC version variables seen
+    unsloth_paths: list[str] = Field(default_factory=list)  # Unsloth image paths that exist ("/workspace/unsloth")
+    unsloth_env: list[str] = Field(default_factory=list)  # names of UNSLOTH_* variables set
+    v1_class: V1ContainerClass | None = None  # set only when a schema-1 snapshot was migrated
 
 
 class PythonEnvFacts(_Model):
@@ -535,8 +547,9 @@ def migrate(data: Any) -> Any:
 
     Schema 1 recorded each process's kind and memory cap as judged at collect time, and the command line
     only as 300 redacted characters. Schema 2 records the argv and lets the checks judge: a migrated
-    process keeps the old verdict in ``v1_class`` and its ``argv`` says why it is missing. The input
-    is not modified."""
+    process keeps the old verdict in ``v1_class`` and its ``argv`` says why it is missing. Schema 1's
+    container kind and image (``image_kind``, ``image_hint``) move to the container's ``v1_class``
+    the same way. The input is not modified."""
     if not isinstance(data, dict) or data.get("schema_version") != 1:
         return data
     out = dict(data)
@@ -552,6 +565,11 @@ def migrate(data: Any) -> Any:
                 p.setdefault("argv", {"unavailable": "not_collected", "detail": V1_ARGV_LOST})
             procs.append(p)
         out["processes"] = {**section, "processes": procs}
+    host = out.get("host")
+    if isinstance(host, dict) and isinstance(host.get("container"), dict):
+        cont = dict(host["container"])
+        cont["v1_class"] = {k: cont.pop(k) for k in ("image_kind", "image_hint") if k in cont}
+        out["host"] = {**host, "container": cont}
     return out
 
 

@@ -83,7 +83,9 @@ def in_container(env: Mapping[str, str], root: Path, proc_sys: Path) -> str | No
     except OSError:
         pass
     try:
-        markers = host.gather(env, root).container.markers
+        from sparkops.checks import container
+
+        markers = container.classify(host.gather(env, root).container).markers
     except Exception:  # noqa: BLE001 - a probe surprise must not turn into a write
         return "could not tell whether this is a container"
     return f"container markers: {', '.join(markers[:3])}" if markers else None
