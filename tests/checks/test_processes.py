@@ -232,3 +232,12 @@ def test_classify_all_never_crashes_and_only_lends_explicit_caps(rows):
     for c in cls.values():
         assert c.fraction is None or 0 < c.fraction <= 1
         assert c.cap_source in ("", "cmdline", "default", "parent")
+
+
+@pytest.mark.parametrize(("name", "kind"), [("VLLM::EngineCore", "vllm"), ("/usr/local/bin/ollama", "ollama"),
+                                            ("llama-server", "llama.cpp"), ("tensorrt_llm worker", "trtllm"),
+                                            ("/usr/lib/xorg/Xorg", "other"), ("", "other")])
+def test_a_gpu_process_known_only_by_name(name, kind):
+    from sparkops.checks.processes import kind_from_name
+
+    assert kind_from_name(name) == kind

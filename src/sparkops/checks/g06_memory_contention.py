@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Reason, ev, reason
-from sparkops.checks.processes import ProcessClass, classify_all
+from sparkops.checks.processes import ProcessClass, classify_all, kind_from_name
 from sparkops.core.findings import Evidence, Finding
 from sparkops.core.units import GIB, MIB
 from sparkops.facts.model import HostProcess
@@ -20,10 +20,6 @@ from sparkops.facts.reading import known
 
 GID = "G6"
 
-# Fallback when only NVML's process name is known: name fragment -> server kind.
-NAME_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("ollama", "ollama"), ("llama-server", "llama.cpp"),
-              ("llama.cpp", "llama.cpp"), ("text-generation", "tgi"), ("trtllm", "trtllm"),
-              ("tensorrt", "trtllm"), ("comfyui", "comfyui"))
 SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "ollama": "Ollama", "llama.cpp": "llama.cpp server",
                 "tgi": "TGI", "trtllm": "TensorRT-LLM", "comfyui": "ComfyUI", "trainer": "trainer"}
 
@@ -49,11 +45,6 @@ class Neighbour:
             f"{self.mem_bytes / MIB:.0f} MiB {self.mem_source}"
 
 
-def _kind_from_name(name: str) -> str:
-    low = name.lower()
-    return next((k for frag, k in NAME_KINDS if frag in low), "other")
-
-
 def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, ProcessClass]) -> list[Neighbour]:
     """GPU processes first (their memory is what competes), then servers seen only in the process table."""
     defaults: dict[str, float] = ctx.kb.t("g6.default_caps")
@@ -65,7 +56,7 @@ def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, 
         for gp in dev.processes:  # type: ignore[union-attr]
             hp = host.get(gp.pid)
             hc = cls[gp.pid] if hp else None
-            kind = hc.kind if hc and hc.kind != "other" else _kind_from_name(gp.name or (hp.name if hp else ""))
+            kind = hc.kind if hc and hc.kind != "other" else kind_from_name(gp.name or (hp.name if hp else ""))
             mem = gp.used_memory_bytes if known(gp.used_memory_bytes) else (hp.rss_bytes if hp else None)
             src = "GPU" if known(gp.used_memory_bytes) else "RSS"
             n = Neighbour(gp.pid, gp.name or (hp.name if hp else "?"), kind, mem, src)  # type: ignore[arg-type]

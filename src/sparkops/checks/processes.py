@@ -32,6 +32,10 @@ _TRAINER_PROGS = {"torchrun", "deepspeed", "axolotl", "llamafactory-cli", "tune"
 _TRL_CMDS = {"sft", "dpo", "grpo", "kto", "orpo", "ppo", "reward", "rloo"}
 
 OTHER = "other"
+# When only NVML's process name is known (no process-table entry): name fragment -> server kind.
+NAME_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("ollama", "ollama"), ("llama-server", "llama.cpp"),
+              ("llama.cpp", "llama.cpp"), ("text-generation", "tgi"), ("trtllm", "trtllm"),
+              ("tensorrt", "trtllm"), ("comfyui", "comfyui"))
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,12 @@ def _kind(name: str, argv: list[str]) -> tuple[str, list[str]]:
     if prog.endswith(".py") and (_is_train_script(stem) or "unsloth" in prog.lower()):
         return "trainer", args
     return OTHER, args
+
+
+def kind_from_name(name: str) -> str:
+    """A server kind from a GPU process's name alone (NVML's list), else "other"."""
+    low = name.lower()
+    return next((k for frag, k in NAME_KINDS if frag in low), OTHER)
 
 
 def _kb() -> Any:
