@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sparkops.checks.processes import classify_all
 from sparkops.facts.model import ProcessFacts
 from sparkops.facts.reading import Unavailable, Why
@@ -156,3 +159,20 @@ def test_no_disk_sleep_means_no_wait():
     facts = ProcessFacts(processes=[_proc(4, "running", argv=["vllm", "serve"])])
     assert recheck_disk_sleep(facts, 0.3, lambda pid: None, 1, sleep=slept.append) == facts
     assert slept == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=700), st.sampled_from(["--api-key", "sk-" + "a" * 40, "--gpu-memory-utilization",
+                                                                  "0.5", "ghp_" + "b" * 36]), st.none(), st.integers()),
+                max_size=300),
+       st.text(max_size=30), st.integers(0, 8 * GB), st.sampled_from(["running", "sleeping", "disk-sleep", ""]))
+def test_scan_records_any_process_bounded_and_never_raises(argv, name, rss, status):
+    facts = scan([{"pid": 7, "ppid": 1, "name": name, "cmdline": argv, "status": status, "exe": "/usr/bin/x",
+                   "memory_info": SimpleNamespace(rss=rss)}], own_pid=-1, heavy_bytes=4 * GB, words=WORDS)
+    assert facts.scanned == 1
+    for p in facts.processes:
+        assert len(p.argv) <= 128 and all(len(a) <= 512 for a in p.argv) and len(p.cmdline) <= CMDLINE_MAX
+        assert not any(("sk-" + "a" * 20) in a or ("ghp_" + "b" * 20) in a for a in p.argv)
+        assert p.exe == "/usr/bin/x"
+    kept = rss > 4 * GB or status == "disk-sleep" or processes.wanted(name, [a for a in argv if isinstance(a, str)], WORDS)
+    assert len(facts.processes) == int(kept)
