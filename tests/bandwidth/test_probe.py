@@ -224,7 +224,7 @@ def test_own_process_is_never_a_neighbour():
 def test_no_gpu_with_a_trainer_running_says_no_gpu_not_refused(tmp_path):
     """Issue 17: a GPU-less box with trainers in its process table answered "refused: other GPU jobs"."""
     facts = patch(load_facts_fixture("no_gpu"), {"processes.processes": [
-        {"pid": 4242, "name": "python", "kind": "trainer", "cmdline": "python train.py"}]})
+        {"pid": 4242, "name": "python", "cmdline": "python train.py", "argv": ["python", "train.py"]}]})
     out = run("nogpu", facts=facts)
     assert out.status == "failed" and out.kind == "no_gpu", out
     assert "sees no CUDA device" in out.reason and "other GPU job" not in out.reason

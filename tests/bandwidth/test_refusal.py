@@ -97,7 +97,8 @@ def test_the_settings_block_is_validated():
 
 
 # ---------------------------------------------------------------- no GPU comes before "other GPU jobs" (issue 17)
-TRAINER = {"processes.processes": [{"pid": 4242, "name": "python", "kind": "trainer", "cmdline": "python train.py"}]}
+TRAINER = {"processes.processes": [{"pid": 4242, "name": "python", "cmdline": "python train.py",
+                                   "argv": ["python", "train.py"]}]}
 
 
 def test_a_box_without_a_gpu_is_said_to_have_none_not_to_be_busy():
