@@ -1,0 +1,149 @@
+"""The fast run and the full run (tests/conftest.py, tests/slow_tests.py).
+
+The README's test command, which `.ci/run` executes, must run every test: the check below collects
+with that command's own pytest arguments and fails if a slow test is missing or anything is
+deselected.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slow_tests import SLOW, Slow, is_slow
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Top-level functions and classes of a module, and Class::method for methods."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names.update(f"{node.name}::{n.name}" for n in node.body
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return names
+
+
+def test_every_slow_entry_names_an_existing_test_with_its_measurement():
+    keys = [s.key for s in SLOW]
+    assert len(keys) == len(set(keys)), "an entry is listed twice"
+    for s in SLOW:
+        path, _, name = s.key.partition("::")
+        assert path.startswith("tests/") and path.endswith(".py"), s.key
+        assert (ROOT / path).is_file(), f"{s.key}: no such test module"
+        if name:
+            assert name in _defined_names(ROOT / path), f"{s.key}: no such test in {path}"
+        assert s.why.strip(), f"{s.key}: say why it is slow"
+        assert (s.seconds or 0) > 0 or "not measured here" in s.why, f"{s.key}: give its measured seconds"
+        others = [o.key for o in SLOW if o.key != s.key and is_slow(s.key, (o,))]
+        assert not others, f"{s.key} is already covered by {others}"
+
+
+_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+
+
+@given(module=_name, test=_name, tail=st.text("abcxyz019_-.", max_size=8))
+def test_is_slow_matches_the_entry_its_tests_and_parameter_sets_only(module, test, tail):
+    key = f"tests/{module}.py::{test}"
+    entries = (Slow(key, 1.0, "x"),)
+    assert is_slow(key, entries)
+    assert is_slow(f"{key}[{tail}]", entries)
+    assert is_slow(f"{key}::sub", entries)
+    assert not is_slow(f"{key}{tail}x", entries)  # test_ab is not test_a
+    assert not is_slow(f"tests/{module}.py::{test}x", entries)
+    assert is_slow(f"tests/{module}.py::{test}", (Slow(f"tests/{module}.py", 1.0, "x"),))
+    assert not is_slow(f"tests/{module}x.py::{test}", (Slow(f"tests/{module}.py", 1.0, "x"),))
+
+
+def test_dev_profile_cap_lowers_an_explicit_example_count():
+    import conftest
+
+    def counted():
+        calls = []
+
+        @settings(max_examples=300, database=None)
+        @given(st.integers())
+        def prop(n):
+            calls.append(n)
+
+        return prop, calls
+
+    prop, calls = counted()
+    prop()
+    assert len(calls) == 300  # what the full run does: the count written in @settings
+
+    prop, calls = counted()
+    conftest._cap_examples(SimpleNamespace(function=prop))
+    conftest._cap_examples(SimpleNamespace(function=prop))  # a second pass (parametrized items) keeps the cap
+    prop()
+    assert 0 < len(calls) <= conftest.dev_examples(300) == 30
+
+
+def test_dev_examples_is_a_tenth_at_least_ten_never_more_than_written():
+    from conftest import dev_examples
+
+    assert [dev_examples(n) for n in (1, 10, 25, 100, 150, 300, 500)] == [1, 10, 10, 10, 15, 30, 50]
+
+
+def _pytest_args_of_readme_command() -> list[str]:
+    """The pytest arguments of the README's test command, read the way `.ci/run` reads it."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "test-command:start" in ci and 'bash -euo pipefail -c "$cmd"' in ci, ".ci/run no longer runs the README"
+    block = re.search(r"<!-- test-command:start -->\n(.*?)<!-- test-command:end -->", README.read_text(), re.S)
+    assert block, "README has no test-command block"
+    cmd = " ".join(ln for ln in block.group(1).splitlines() if ln.strip() and not ln.startswith("```"))
+    runs = [shlex.split(part) for part in cmd.split("&&") if shlex.split(part)[:1] == [".venv/bin/pytest"]]
+    assert len(runs) == 1, f"expected one .venv/bin/pytest run in the README command: {cmd}"
+    return runs[0][1:]
+
+
+def _collect(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPARKOPS_CI", "PYTEST_ADDOPTS")}
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**clean, **env})
+
+
+@pytest.mark.slow
+def test_readme_command_collects_every_test_the_slow_ones_too():
+    args = _pytest_args_of_readme_command()
+    res = _collect(args, SPARKOPS_CI="1")  # as .ci/run runs it
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ids = [ln for ln in res.stdout.splitlines() if "::" in ln]
+    missing = [s.key for s in SLOW if not any(is_slow(i, (s,)) for i in ids)]
+    assert not missing, f"the README command leaves out slow tests: {missing}"
+    assert "deselected" not in res.stdout, res.stdout[-500:]
+    assert len(ids) > 1000
+
+
+@pytest.mark.slow
+def test_fast_run_leaves_out_slow_tests_unless_named_and_ci_refuses_it():
+    entry = next(s for s in SLOW if s.key.count("/") >= 2)  # one in a sub-folder: collect only that folder
+    folder = str(Path(entry.key.partition("::")[0]).parent)
+    fast = _collect([folder])
+    assert fast.returncode == 0, fast.stdout[-2000:] + fast.stderr[-2000:]
+    ids = [ln for ln in fast.stdout.splitlines() if "::" in ln]
+    assert ids and not any(is_slow(i, (entry,)) for i in ids)
+    assert re.search(r"\d+ deselected", fast.stdout)
+
+    named = _collect([entry.key])
+    assert named.returncode == 0 and any(is_slow(i, (entry,)) for i in named.stdout.splitlines()), named.stdout
+
+    full = _collect([folder, "--full"])
+    assert any(is_slow(i, (entry,)) for i in full.stdout.splitlines()), full.stdout[-2000:]
+
+    ci = _collect([folder], SPARKOPS_CI="1")
+    assert ci.returncode == 4 and "--full" in ci.stderr, (ci.returncode, ci.stderr[-2000:])
