@@ -112,8 +112,12 @@ def _pytest_args_of_readme_command() -> list[str]:
 
 
 def _collect(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    """`pytest --collect-only` with these arguments, at the verbosity that lists one node id a line."""
+    verbosity = args.count("-v") - args.count("-q") + sum(a.count("v") - a.count("q") for a in args
+                                                         if re.fullmatch(r"-[qv]{2,}", a))
+    level = ["-q"] * (verbosity + 1) if verbosity >= 0 else ["-v"] * (-1 - verbosity)
     clean = {k: v for k, v in os.environ.items() if k not in ("SPARKOPS_CI", "PYTEST_ADDOPTS")}
-    return subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider"],
+    return subprocess.run([sys.executable, "-m", "pytest", *args, *level, "--collect-only", "-p", "no:cacheprovider"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env={**clean, **env})
 
 
