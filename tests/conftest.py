@@ -25,6 +25,7 @@ import pytest
 from slow_tests import SLOW, is_slow
 
 SLOW_MODULES = frozenset(s.key for s in SLOW if "::" not in s.key)
+_LEFT_OUT = pytest.StashKey[dict]()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,14 @@ def pytest_report_header(config):
         return f"sparkops: full run (slow tests included), hypothesis profile {settings.get_current_profile_name()!r}"
     return (f"sparkops: fast run ({len(SLOW)} slow entries of tests/slow_tests.py left out unless named), "
             f"hypothesis profile {settings.get_current_profile_name()!r}; everything: add --full")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left = config.stash.get(_LEFT_OUT, None)
+    if left and (left["tests"] or left["modules"]):
+        terminalreporter.write_line(
+            f"fast run: {left['tests']} slow tests deselected, the slow modules not collected (tests/slow_tests.py), "
+            "property tests at a tenth of their examples; `pytest --full` runs everything")
 
 
 def _named_on_command_line(config) -> set[str]:
@@ -118,6 +127,7 @@ def pytest_ignore_collect(collection_path, config):
     except ValueError:
         return None
     if rel in SLOW_MODULES and rel not in {n.partition("::")[0] for n in _named_on_command_line(config)}:
+        config.stash.setdefault(_LEFT_OUT, {"modules": 0, "tests": 0})["modules"] += 1
         return True
     return None
 
@@ -140,6 +150,7 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+        config.stash.setdefault(_LEFT_OUT, {"modules": 0, "tests": 0})["tests"] += len(dropped)
 
     if not _has_gpu():
         skip = pytest.mark.skip(reason="no NVIDIA GPU/driver here (GPU tests run on the device machine)")
