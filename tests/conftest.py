@@ -73,7 +73,7 @@ def pytest_report_header(config):
 
 def pytest_terminal_summary(terminalreporter, config):
     left = config.stash.get(_LEFT_OUT, None)
-    if left and (left["tests"] or left["modules"]):
+    if left and left["tests"]:
         terminalreporter.write_line(
             f"fast run: {left['tests']} slow tests deselected, the slow modules not collected (tests/slow_tests.py), "
             "property tests at a tenth of their examples; `pytest --full` runs everything")
@@ -128,7 +128,6 @@ def pytest_ignore_collect(collection_path, config):
     except ValueError:
         return None
     if rel in SLOW_MODULES and rel not in {n.partition("::")[0] for n in _named_on_command_line(config)}:
-        config.stash.setdefault(_LEFT_OUT, {"modules": 0, "tests": 0})["modules"] += 1
         return True
     return None
 
@@ -151,7 +150,7 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-        config.stash.setdefault(_LEFT_OUT, {"modules": 0, "tests": 0})["tests"] += len(dropped)
+        config.stash[_LEFT_OUT] = {"tests": len(dropped)}
 
     if not _has_gpu():
         skip = pytest.mark.skip(reason="no NVIDIA GPU/driver here (GPU tests run on the device machine)")
