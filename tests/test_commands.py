@@ -93,6 +93,8 @@ def test_a_format_the_command_does_not_offer_is_refused():
     ["plan", "--target", "dgx-spark", "-w", "qlora llama-3.1-70b seq 8192 bs 1 gc"],
     ["plan", "--target", "dgx-spark", "-w", "full llama-3.1-70b seq 8192"],
     ["plan", "--serve", "--target", "dgx-spark", "-w", "vllm serve Qwen/Qwen3-8B --max-model-len 32768"],
+    ["setup", "--use", "unsloth"],
+    ["setup", "bare-pip", "--uv"],
     ["thermal", "analyze", str(FIXTURES / "raw" / "thermal" / "gb10_throttling.csv")],
     ["thermal", "analyze", str(FIXTURES / "raw" / "thermal" / "gb10_normal_plateau.csv")],
 ])

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from sparkops.commands.contract import OutputFormat, Result, chosen, emit, format_option
 from sparkops.setup import (
     EXIT_OK,
     EXIT_TOOL_ERROR,
@@ -28,10 +29,64 @@ from sparkops.setup import (
     pin,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (same as --format json).")]
 EngineOpt = Annotated[str | None, typer.Option("--engine", help="docker (Docker Engine, or podman's Docker API "
                       "behind it) | podman. Default: the first on PATH.", show_default=False)]
 
+
+class SetupResult(Result[dict[str, Any]]):
+    """A setup answer: a JSON object (the library's dict, no registered schema yet) or its text; exit 0."""
+
+    def data(self) -> Any:
+        return self.model
+
+    def json(self) -> str:
+        return json.dumps(self.model, indent=2) + "\n"
+
+    def exit_code(self) -> int:
+        return EXIT_OK
+
+
+class DecisionResult(SetupResult):
+    """``setup [--use X]``: the decision, or the three choices."""
+
+    def text(self, fmt: OutputFormat) -> str:
+        d = self.model["decision"]
+        if d is None:
+            lines = ["Container first. Pick one with --use:"]
+            for c in self.model["choices"]:
+                lines += [f"  --use {c['use']:<8} {c['approach']} -- {c['when']}", f"  {'':<14} why: {c['why']}"]
+        else:
+            lines = [f"{d['approach']}" + (f": {d['image']}" if d["image"] else ""), f"  when: {d['when']}",
+                     f"  why:  {d['why']}", f"  next: {d['next']}"]
+        return "\n".join(lines) + "\n"
+
+
+class PinResult(SetupResult):
+    """``setup pin``: the pinned reference (where it was recorded goes to stderr)."""
+
+    def text(self, fmt: OutputFormat) -> str:
+        return self.model["ref"] + "\n"
+
+
+class BarePipResult(SetupResult):
+    """``setup bare-pip`` without --exec: the sequence to run and the verification."""
+
+    def text(self, fmt: OutputFormat) -> str:
+        res = self.model
+        lines = []
+        if res["uv"]:
+            lines.append(f"# {res['override_file']} (forces the pins; uv must not substitute other builds):")
+            lines += [f"  {line}" for line in res["override_content"].splitlines()]
+            lines.append("")
+        lines += ["# install, in this order:", *res["steps"], "", "# then verify (expect: " + res["expect"] + "):",
+                  res["verify"], ""]
+        lines += [f"note: {n}" for n in res["notes"]]
+        lines.append("note: `spark-ops setup bare-pip --exec --python PATH` runs it and the verification for you")
+        return "\n".join(lines) + "\n"
+
+
+FormatOpt = format_option(*SetupResult.formats)
 
 
 def _emit_json(obj: Any) -> None:
@@ -54,27 +109,13 @@ def register(app: typer.Typer) -> None:
     def setup_cmd(
         ctx: typer.Context,
         use: Annotated[Use | None, typer.Option("--use", help="ngc | unsloth | custom", show_default=False)] = None,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
         as_json: JsonOpt = False,
     ) -> int:
         """The container-first decision and its reason; without --use, the three choices."""
         if ctx.invoked_subcommand is not None:
             return EXIT_OK
-        res = decide(use, _matrix())
-        if as_json:
-            _emit_json(res)
-            return EXIT_OK
-        d = res["decision"]
-        if d is None:
-            typer.echo("Container first. Pick one with --use:")
-            for c in res["choices"]:
-                typer.echo(f"  --use {c['use']:<8} {c['approach']} -- {c['when']}")
-                typer.echo(f"  {'':<14} why: {c['why']}")
-            return EXIT_OK
-        typer.echo(f"{d['approach']}" + (f": {d['image']}" if d["image"] else ""))
-        typer.echo(f"  when: {d['when']}")
-        typer.echo(f"  why:  {d['why']}")
-        typer.echo(f"  next: {d['next']}")
-        return EXIT_OK
+        return emit(DecisionResult(decide(use, _matrix())), fmt, as_json)
 
     @setup_app.command("docker-run")
     def docker_run_cmd(
@@ -128,19 +169,19 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds for docker inspect.")] = INSPECT_TIMEOUT_S,
         pull_timeout: Annotated[float, typer.Option("--pull-timeout", help="Seconds for docker pull.")] = PULL_TIMEOUT_S,
         engine_opt: EngineOpt = None,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
         as_json: JsonOpt = False,
     ) -> int:
         """Resolve a (moving) tag to repo@sha256:... and record it in .spark-ops.lock.json."""
+        as_json = chosen(fmt, as_json) is OutputFormat.json
         try:
             res = pin(image, pull=pull, timeout=timeout, pull_timeout=pull_timeout, engine_name=engine_opt)
         except (SetupError, ValueError) as exc:
             return _fail(str(exc), as_json)
-        if as_json:
-            _emit_json(res)
-        else:
-            typer.echo(res["ref"])
+        code = emit(PinResult(res), fmt, as_json)
+        if not as_json:
             typer.echo(f"recorded in {res['lock']} for {res['image']}", err=True)
-        return EXIT_OK
+        return code
 
     @setup_app.command("bare-pip")
     def bare_pip_cmd(
@@ -151,33 +192,15 @@ def register(app: typer.Typer) -> None:
                           "(default: python3 on PATH).", show_default=False)] = None,
         step_timeout: Annotated[float | None, typer.Option("--step-timeout", help="With --exec: seconds per "
                                 "step (default from thresholds.yaml: 1800).", show_default=False)] = None,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
         as_json: JsonOpt = False,
     ) -> int:
         """The exact bare-pip install sequence (order and --no-deps matter), then the verification.
         With --exec: exit 0 verified, 1 a step failed (later steps not run), 2 the verification
         failed, 3 nothing could start."""
         if do_exec:
-            return _exec_bare_pip(python, uv, step_timeout, as_json)
-        res = bare_pip(uv=uv)
-        if as_json:
-            _emit_json(res)
-            return EXIT_OK
-        if uv:
-            typer.echo(f"# {res['override_file']} (forces the pins; uv must not substitute other builds):")
-            for line in res["override_content"].splitlines():
-                typer.echo(f"  {line}")
-            typer.echo("")
-        typer.echo("# install, in this order:")
-        for step in res["steps"]:
-            typer.echo(step)
-        typer.echo("")
-        typer.echo("# then verify (expect: " + res["expect"] + "):")
-        typer.echo(res["verify"])
-        typer.echo("")
-        for n in res["notes"]:
-            typer.echo(f"note: {n}")
-        typer.echo("note: `spark-ops setup bare-pip --exec --python PATH` runs it and the verification for you")
-        return EXIT_OK
+            return _exec_bare_pip(python, uv, step_timeout, chosen(fmt, as_json) is OutputFormat.json)
+        return emit(BarePipResult(bare_pip(uv=uv)), fmt, as_json)
 
     app.add_typer(setup_app, name="setup")
 
