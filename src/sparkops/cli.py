@@ -15,7 +15,7 @@ import sys
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.front import APP_HELP, COMMANDS, LAZY
 from sparkops.report.formats import EXIT_TOOL_ERROR
 

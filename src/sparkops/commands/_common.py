@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 if TYPE_CHECKING:
     from sparkops import api

@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Judge G1-G10 and write env-report.json. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error,
         4 judged and printed but the report could not be written."""
-        from sparkops.errors import InputError
+        from sparkops.core.errors import InputError
 
         if measure and facts is not None:
             raise InputError("--measure measures this machine now; it cannot be combined with --facts")
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         from dataclasses import replace
 
         from sparkops import api
-        from sparkops.workload import merge, refusals
+        from sparkops.facts.workload import merge, refusals
 
         wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
                    precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         res = ReportResult(rep, color=sys.stdout.isatty() and out is OutputFormat.table)
         sys.stdout.write(res.render(out))  # the verdict first: a report that cannot be written must not hide it
         sys.stdout.flush()
-        from sparkops.errors import OutputError
+        from sparkops.core.errors import OutputError
 
         try:
             api.write_report(rep, report)
