@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def schema(name: Annotated[SchemaName, typer.Argument(help=" | ".join(SCHEMAS))]) -> int:  # type: ignore[valid-type]
         """Print the JSON Schema of an output: the facts snapshot, env-report.json, fleet-report.json, or the
-        --json of plan, plan --serve, diagnose, bandwidth, thermal analyze / soak / start, postmortem, fix."""
+        --json of plan, plan --serve, diagnose, bandwidth, stack, triage gpu, thermal analyze / soak / start,
+        postmortem, fix."""
         from sparkops.report.schemas import json_schema
 
         sys.stdout.write(json.dumps(json_schema(name.value), indent=2) + "\n")

@@ -15,7 +15,7 @@ from sparkops.commands.contract import OutputFormat, Result, emit, format_option
 class StackResult(Result[Any]):
     """The G9 table: text or JSON; exit 0 pass/info, 1 warn/unknown/skip, 2 a hard blocker."""
 
-    schema = None  # api.stack returns a dict until it returns a model
+    schema = "stack"
 
     def data(self) -> Any:
         m = self.model

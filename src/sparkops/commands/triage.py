@@ -15,7 +15,7 @@ from sparkops.commands.contract import OutputFormat, Result, emit, format_option
 class TriageResult(Result[Any]):
     """The triage: text or JSON; exit 0 torch sees the GPU, 2 a hypothesis fired, 1 undecided."""
 
-    schema = None  # api.triage_gpu returns a dict until it returns a model
+    schema = "triage"
 
     def data(self) -> Any:
         m = self.model

@@ -20,6 +20,8 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "thermal": ("sparkops.monitor.daemon", "DaemonStatus"),  # spark-ops thermal start/stop/status --json
     "postmortem": ("sparkops.postmortem.run", "PostmortemReport"),  # spark-ops postmortem --json
     "fix": ("sparkops.fix.g3", "FixResult"),  # spark-ops fix G3 --json
+    "stack": ("sparkops.report.views", "StackView"),  # spark-ops stack --json
+    "triage": ("sparkops.report.views", "TriageView"),  # spark-ops triage gpu --json
 }
 
 
