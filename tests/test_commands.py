@@ -114,3 +114,36 @@ def test_explain_json_is_the_catalog_entry():
     assert rc == 0 and json.loads(out.stdout) == api.explain("G3").model_dump(mode="json")
     text, rc = run("explain", "G3")
     assert rc == 0 and text.stdout == front.explain_text("G3")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_cli_and_the_mcp_tools_collect_with_the_apis_defaults(quick):
+    """One owner of the collection defaults: the CLI's and the MCP tools' options are api.collect_options'."""
+    from sparkops.commands._common import collect_options
+    from sparkops.mcp_server import tools
+
+    want = api.collect_options(quick=quick)
+    assert collect_options(None, quick, None, False) == want
+    assert tools._collect_options(None, quick, None, False, None) == want
+    kb = api.knowledge()
+    assert want.budget_s == float(kb.t("probes.budget_s")) and want.depth == ("quick" if quick else "full")
+    assert want.counter_window_s == (0.1 if quick else 1.0)
+    boxed = api.collect_options(quick=quick, container="ngc", engine="podman")
+    assert boxed.budget_s == float(kb.t("setup.container_budget_s")) and boxed.container_engine == "podman"
+    assert api.collect_options(budget_s=7).budget_s == 7.0
+
+
+def test_an_unknown_engine_is_the_users_error():
+    from sparkops.core.errors import InputError
+
+    with pytest.raises(InputError, match="--engine lxc: docker or podman"):
+        api.collect_options(engine="lxc")
+
+
+def test_stack_and_triage_return_their_models():
+    from sparkops.report.views import StackView, TriageView
+
+    st = api.stack(FACTS / "gb10_torchao_013.json")
+    tri = api.triage_gpu(FACTS / "no_gpu.json")
+    assert isinstance(st, StackView) and isinstance(tri, TriageView)
+    assert st.G9.gotcha == "G9" and [h.number for h in tri.hypotheses] == [1, 2, 3, 4, 5]

@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sparkops.core.errors import InputError
-
 if TYPE_CHECKING:
     from sparkops import api
 
@@ -67,19 +65,9 @@ def prestart(python: Path | None, quick: bool, container: str | None = None) -> 
 def collect_options(python: Path | None, quick: bool, config: list[Path] | None, offline: bool,
                     budget: float | None = None, container: str | None = None,
                     engine: str | None = None) -> api.CollectOptions:
-    """The collection options of a live-collecting command line (preflight, collect, stack, triage)."""
+    """The collection options of a live-collecting command line (preflight, collect, stack, triage):
+    the defaults are :func:`sparkops.api.collect_options`'s."""
     from sparkops import api
 
-    key = "setup.container_budget_s" if container else "probes.budget_s"  # a container start costs seconds
-    budget = budget if budget is not None else float(api.knowledge().t(key))
-    return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
-                              config_paths=tuple(config or ()), offline=offline, budget_s=budget,
-                              counter_window_s=0.1 if quick else 1.0,  # full: hidden behind the torch import
-                              container_engine=engine_name(engine))
-
-
-def engine_name(engine: str | None) -> str:
-    """--engine: docker, podman, or "" (the first on PATH)."""
-    if engine is not None and engine not in ("docker", "podman"):
-        raise InputError(f"--engine {engine}: docker or podman")
-    return engine or ""
+    return api.collect_options(quick=quick, python=python, config_paths=tuple(config or ()), offline=offline,
+                               budget_s=budget, container=container, engine=engine)

@@ -75,9 +75,9 @@ def register(app: typer.Typer) -> None:
 
             snapshot = load_facts(facts)
         elif live:
-            from sparkops.api import CollectOptions, collect
+            from sparkops.api import collect, collect_options
 
-            snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=()))
+            snapshot = collect(collect_options(quick=True, offline=True))
         res = DiagnosesResult(diagnose_files(list(files or ["-"]), facts=snapshot, top=top, read_timeout_s=timeout))
         code = emit(res, fmt, as_json)
         for d in res.model:

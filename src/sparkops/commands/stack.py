@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sparkops.commands._common import ContainerOpt, EngineOpt, PythonOpt, collect_options, prestart
 from sparkops.commands.contract import OutputFormat, Result, emit, format_option
 
+if TYPE_CHECKING:
+    from sparkops.report.views import StackView
 
-class StackResult(Result[Any]):
+
+class StackResult(Result["StackView"]):
     """The G9 table: text or JSON; exit 0 pass/info, 1 warn/unknown/skip, 2 a hard blocker."""
 
     schema = "stack"
 
-    def data(self) -> Any:
-        m = self.model
-        return m if isinstance(m, dict) else m.model_dump(mode="json")
+    model: StackView
 
     def json(self) -> str:
-        return json.dumps(self.data(), indent=2) + "\n"
+        return json.dumps(self.data(), indent=2) + "\n"  # as the dict it was printed from before (ASCII-escaped)
 
     def exit_code(self) -> int:
         return {"pass": 0, "info": 0, "fail": 2}.get(self.data()["G9"]["status"], 1)

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sparkops.commands._common import ContainerOpt, EngineOpt, PythonOpt, collect_options, prestart
 from sparkops.commands.contract import OutputFormat, Result, emit, format_option
 
+if TYPE_CHECKING:
+    from sparkops.report.views import TriageView
 
-class TriageResult(Result[Any]):
+
+class TriageResult(Result["TriageView"]):
     """The triage: text or JSON; exit 0 torch sees the GPU, 2 a hypothesis fired, 1 undecided."""
 
     schema = "triage"
 
-    def data(self) -> Any:
-        m = self.model
-        return m if isinstance(m, dict) else m.model_dump(mode="json")
+    model: TriageView
 
     def json(self) -> str:
-        return json.dumps(self.data(), indent=2) + "\n"
+        return json.dumps(self.data(), indent=2) + "\n"  # as the dict it was printed from before (ASCII-escaped)
 
     def exit_code(self) -> int:
         res = self.data()

@@ -53,18 +53,17 @@ def default_budget_s() -> float:
     """The whole-collection deadline when the caller gives none (the CLI's default)."""
     from sparkops import api
 
-    return float(api.knowledge().t("probes.budget_s"))
+    return api.collect_options().budget_s
 
 
 def _collect_options(python: str | None, quick: bool, config_paths: list[str] | None, offline: bool,
                      budget_s: float | None):
-    """The CLI's collection options (``spark-ops preflight/collect``), without the container."""
+    """The CLI's collection options (``spark-ops preflight/collect``: :func:`sparkops.api.collect_options`),
+    without the container."""
     from sparkops import api
 
-    budget = float(budget_s) if budget_s is not None else default_budget_s()
     paths = tuple(_path(p) for p in config_paths) if config_paths else ()
-    return api.CollectOptions(depth="quick" if quick else "full", python=python, config_paths=paths,
-                              offline=offline, budget_s=budget, counter_window_s=0.1 if quick else 1.0)
+    return api.collect_options(quick=quick, python=python, config_paths=paths, offline=offline, budget_s=budget_s)
 
 
 def _write(path: str, what: str, text_writer) -> None:  # noqa: ANN001 - a callable taking the Path
