@@ -72,26 +72,27 @@ def neighbours(facts: Facts, total_gib: float) -> list[BudgetLine]:
     """What each process already running holds from the pool, counted once per server tree:
     a capped vLLM/SGLang reserves cap x total at start-up (its real reservation, not its RSS);
     anything else its resident memory."""
+    from sparkops.checks.processes import table
     from sparkops.facts.reading import known
 
-    procs = facts.processes.processes
-    if not known(procs):
+    rows = table(facts)
+    if not known(facts.processes.processes):
         return []
-    by_pid = {p.pid: p for p in procs}  # type: ignore[union-attr]
+    by_pid = {p.pid: c for p, c in rows}
     out: list[BudgetLine] = []
-    for p in procs:  # type: ignore[union-attr]
+    for p, c in rows:
         parent = by_pid.get(p.ppid) if p.ppid is not None else None
-        if parent is not None and parent.kind == p.kind and p.kind in SERVER_KINDS:
+        if parent is not None and parent.kind == c.kind and c.kind in SERVER_KINDS:
             continue  # an engine child of a server already counted
-        if p.kind in SHARE_KINDS and p.memory_fraction:
-            gib = p.memory_fraction * total_gib
-            how = f"cap {p.memory_fraction:g} x {total_gib:.2f} GiB ({p.memory_cap_source or 'cmdline'})"
-        elif p.kind in SERVER_KINDS or p.kind == "trainer" or p.rss_bytes >= GIB:
+        if c.kind in SHARE_KINDS and c.fraction:
+            gib = c.fraction * total_gib
+            how = f"cap {c.fraction:g} x {total_gib:.2f} GiB ({c.cap_source or 'cmdline'})"
+        elif c.kind in SERVER_KINDS or c.kind == "trainer" or p.rss_bytes >= GIB:
             gib = p.rss_bytes / GIB
             how = "resident memory (RSS)"
         else:
             continue
-        name = p.name if p.name.lower().startswith(p.kind.lower()) else f"{p.kind} {p.name}".strip()
+        name = p.name if p.name.lower().startswith(c.kind.lower()) else f"{c.kind} {p.name}".strip()
         out.append(BudgetLine(name=name, gib=round(gib, 2), how=how, pid=p.pid))
     return out
 
