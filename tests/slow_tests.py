@@ -3,8 +3,8 @@
 Each entry is a test module (``tests/x.py``), a test (``tests/x.py::test_name``, every parameter
 set) or a class (``tests/x.py::TestName``), with the seconds it took in the full run that chose it
 and why it is slow. Seconds are from ``pytest -q -p no:cacheprovider --durations=0`` on the shared
-2-core development machine (see benchmarks/results/test-runtimes.md for the run and its load
-average); they are a record of why the entry is here, not a limit anything checks.
+2-core development machine (benchmarks/results/test-runtimes-x86_64-2core-20261203.md gives the run
+and its load average); they record why the entry is here, not a limit anything checks.
 
 A test not listed is fast. To add one: put it here with its measured seconds; to drop one: delete
 its line (tests/test_slow_tests.py fails on an entry that names nothing).
