@@ -32,7 +32,8 @@ MIB = 1024**2
 
 # cudaMemGetInfo totals of GPUs named without a total in their log (public vLLM logs print these;
 # +-0.2 GiB between boards). Used only for records whose log names the GPU.
-GPU_TOTAL_GIB = {"A100 80GB": 79.2, "H100 80GB": 79.2, "4x H100 80GB": 79.2}
+GPU_TOTAL_GIB = {"A100 80GB": 79.2, "H100 80GB": 79.2, "4x H100 80GB": 79.2,
+                 "A100 40GB": 39.39}  # PyTorch's "total capacity of 39.39 GiB" on A100 40GB
 
 SPEC_KEYS = {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "tp", "kv_cache_dtype", "max_num_seqs",
              "max_num_batched_tokens", "enforce_eager", "mem_fraction_static", "ctx_size", "parallel", "n_gpu_layers",
@@ -74,7 +75,12 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
     for rec in records:
         obs = rec.get("observed") or {}
         rid = rec["id"]
-        spec = spec_of(rec)
+        try:
+            spec = spec_of(rec)
+        except Exception as exc:  # noqa: BLE001 - an engine the predictor does not model: a miss, reported
+            skipped.append(f"{rid}: no spec for engine {rec['engine']!r} ({str(exc).splitlines()[0]})")
+            rows.extend(_unpredicted(rid, obs))
+            continue
         total = total_of(rec)
         if rec.get("model") is None:  # start-up check only
             util = spec.gpu_memory_utilization or 0.9
@@ -88,6 +94,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             shape = serve.resolve_shape(name)
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported
             skipped.append(f"{rid}: model not resolved ({exc})")
+            rows.extend(_unpredicted(rid, obs))
             continue
         machine = serve.Machine(source="log", total_gib=total or 1000.0,
                                 free_gib=obs.get("free_gib") or (total or 1000.0), unified=False,
@@ -129,6 +136,19 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
         if rec["engine"] in ("llama.cpp", "ollama") and "kv_mib" in obs:
             rows.append(_num(rid, "KV MiB (end to end)", res.kv.available_gib * 1024, obs["kv_mib"]))
     return rows, skipped
+
+
+def _unpredicted(rid: str, obs: dict) -> list[dict]:
+    """A record the predictor could not take (unknown model or engine) counts as a miss on every
+    quantity its log shows, so a skipped record can never raise the score."""
+    out = []
+    if "weights_gib" in obs:
+        out.append(_num(rid, "weights GiB/rank", None, obs["weights_gib"]))
+    if "kv_gib" in obs:
+        out.append(_num(rid, "KV GiB (end to end)", None, obs["kv_gib"]))
+    if obs.get("tokens"):
+        out.append(_num(rid, "KV tokens (end to end)", None, obs["tokens"]))
+    return out
 
 
 def _num(rid: str, what: str, pred: float | None, obs: float) -> dict:

@@ -308,9 +308,9 @@ def test_every_log_record_says_where_it_came_from_and_what_was_seen():
 
     data = yaml.safe_load((Path(__file__).parent / "serve_logs" / "logs.yaml").read_text())
     ids = [r["id"] for r in data["records"]]
-    assert len(ids) == len(set(ids)) >= 26
+    assert len(ids) == len(set(ids)) >= 32
     for r in data["records"]:
-        assert r["source"] and r["engine"] in ("vllm", "sglang", "llama.cpp", "ollama") and r["engine_version"], r["id"]
+        assert r["source"] and r["engine"] in ("vllm", "sglang", "llama.cpp", "ollama", "trtllm") and r["engine_version"], r["id"]
         assert r["observed"] and r["log"].strip(), r["id"]
         if r.get("model") is None:  # start-up check records carry what the check needs
             assert {"start", "free_gib"} <= set(r["observed"]) and r["gpu_total_gib"], r["id"]
