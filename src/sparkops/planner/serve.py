@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.checks import pool_budget
 from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
@@ -647,10 +648,15 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
                 max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
 
-    budget = (machine.available_gib if machine.available_gib is not None else machine.total_gib) - machine.os_reserve_gib
+    # one budget with preflight's G6/G3 (checks/pool_budget.py): the other planned jobs beside this
+    # server's footprint, against what the pool can give now less the OS reserve
     footprint = p.footprint
-    others = sum(b.gib for b in beside)
-    headroom = budget - others - footprint
+    pb = pool_budget.judge(machine.available_gib if machine.available_gib is not None else machine.total_gib,
+                           [pool_budget.PoolLine(b.name, b.gib, b.how) for b in beside],
+                           [pool_budget.PoolLine(spec.model or spec.engine, footprint, "footprint")],
+                           os_reserve_gib=machine.os_reserve_gib, fit_margin=fit_margin)
+    budget, headroom, others = pb.usable_gib, pb.left_gib, pb.reserved_gib
+    assert budget is not None and headroom is not None
     sugg: list[str] = []
     notes = list(p.notes)
     verdict: Verdict = "fits"
@@ -674,7 +680,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     elif p.start.passes is False and p.start.passes_after_flush:
         verdict = "tight"
         notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
-    elif headroom < budget * fit_margin or (spec.concurrency and conc is not None and conc < spec.concurrency):
+    elif pb.code != "ok" or (spec.concurrency and conc is not None and conc < spec.concurrency):
         verdict = "tight"
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
