@@ -52,6 +52,10 @@ def spec_of(rec: dict) -> ServeSpec:
             kw["quantization"] = {"int8-w8a8": "int8"}.get(v, v)
         elif k in ("enable_expert_parallel", "flash_attn", "kv_unified"):
             continue
+        elif k == "max_num_tokens":  # TensorRT-LLM's build/serve limit: the profiled token count
+            kw["max_num_batched_tokens"] = v
+        elif k == "max_seq_len":
+            kw["max_model_len"] = v
         elif k in ServeSpec.model_fields:
             kw[k] = v
     if rec["engine"] == "ollama" and kw.get("ctx_size") and kw.get("parallel"):
@@ -129,6 +133,19 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             if obs.get("start") and total:
                 rows.append({"id": rid, "what": "start check", "pred": "pass" if res.start.passes else "fail",
                              "obs": obs["start"], "ok": ("pass" if res.start.passes else "fail") == obs["start"], "note": ""})
+        if rec["engine"] == "trtllm":
+            if "kv_gib" in obs:
+                rows.append(_num(rid, "KV GiB (end to end)", res.kv.available_gib, obs["kv_gib"]))
+            if tokens_obs:
+                rows.append(_num(rid, "KV tokens (end to end)", res.kv.tokens, tokens_obs))
+            if "free_after_load_gib" in obs and "kv_gib" in obs:
+                frac = spec.free_gpu_memory_fraction or 0.9
+                rows.append(_num(rid, "KV GiB given free after load", frac * obs["free_after_load_gib"], obs["kv_gib"]))
+            if "kv_gib" in obs and tokens_obs:
+                kvb = serve.kv_dtype_bytes(spec)
+                blk = obs.get("block_size", 32)
+                page = serve.kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * blk
+                rows.append(_num(rid, "KV tokens given KV GiB", int(obs["kv_gib"] * GIB // page) * blk, tokens_obs))
         if rec["engine"] == "sglang" and tokens_obs and "k_gib" in obs:
             kvb = serve.kv_dtype_bytes(spec)
             k_pred = tokens_obs * serve.kv_bytes_per_token(shape, kvb, tp) / 2 / GIB

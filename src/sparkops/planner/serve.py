@@ -473,6 +473,15 @@ def _ge(v: tuple[int, int] | None, s: str) -> bool:
     return v >= (a, b)
 
 
+def activation_bytes_per_token(s: ServeShape, tp: int) -> float:
+    """bf16 bytes one profiled token holds at the largest layer's peak (engines.yaml
+    vllm.activation_bytes_per_token): a dense MLP's gate+up and activation output beside the hidden
+    state, a fused MoE's top_k intermediate caches."""
+    if s.experts and s.top_k:
+        return 2 * s.top_k * (3 * s.expert_intermediate / tp + s.hidden)
+    return 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
+
+
 def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
     """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank)."""
     s = shape
@@ -486,11 +495,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     else:
         tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
-    if s.experts and s.top_k:
-        per_tok = 2 * s.top_k * (3 * s.expert_intermediate / tp + s.hidden)
-    else:
-        per_tok = 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
-    act = tokens * per_tok
+    act = tokens * activation_bytes_per_token(s, tp)
     sampler = min(seqs, tokens) * s.vocab * engine_value("vllm", "sampler_bytes_per_seq_vocab")
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs = 0.0
@@ -561,6 +566,42 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
                  start=start, notes=[])
 
 
+def _trtllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+    """TensorRT-LLM: the KV pool is free_gpu_memory_fraction of the memory FREE after the weights and
+    the engine's activation/runtime buffers (cudaMemGetInfo, so on a Spark the page cache counts as
+    used), capped by KvCacheConfig.max_tokens, in blocks of tokens_per_block."""
+    frac = spec.free_gpu_memory_fraction or engine_value("trtllm", "default_free_gpu_memory_fraction")
+    tp = spec.tensor_parallel
+    block = int(engine_value("trtllm", "tokens_per_block"))
+    tokens_built = spec.max_num_batched_tokens or int(engine_value("trtllm", "default_max_num_tokens"))
+    act = tokens_built * activation_bytes_per_token(shape, tp) / GIB
+    runtime = float(engine_value("trtllm", "runtime_buffers_gib"))
+    free = m.free_gib if m.free_gib is not None else m.total_gib
+    available = free - weights_gib - act - runtime
+    kv = frac * available
+    notes = []
+    per_block = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
+    if spec.kv_max_tokens:
+        cap = math.ceil(spec.kv_max_tokens / block) * per_block / GIB
+        if cap < kv:
+            notes.append(f"KvCacheConfig.max_tokens {spec.kv_max_tokens} caps the pool below "
+                         f"free_gpu_memory_fraction {frac:g} ({kv:.2f} GiB): the smaller one is used")
+            kv = cap
+    tokens = int(kv * GIB // per_block) * block if kv > 0 else 0
+    passes = None if m.free_gib is None else available > 0
+    detail = (f"TensorRT-LLM gives the KV cache {frac:g} x the memory free after loading "
+              f"({free:.2f} free - {weights_gib:.2f} weights - {act:.2f} activations - {runtime:g} runtime buffers "
+              f"= {available:.2f} GiB)")
+    if m.unified:
+        detail += "; on a Spark 'free' is MemFree: the page cache counts as used, drop it first for a bigger pool"
+    start = StartCheck(check="memory free after loading > 0 (the KV pool is a share of it)",
+                       requested_gib=round(weights_gib + act + runtime, 2), free_gib=m.free_gib, passes=passes,
+                       detail=detail)
+    return _Plan(weights=weights_gib, overheads={"activation_peak": round(act, 3), "runtime_buffers": runtime},
+                 kv_available=round(kv, 2), tokens=tokens, footprint=weights_gib + act + runtime + max(kv, 0.0),
+                 start=start, notes=notes)
+
+
 def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> tuple[int, int, int]:
     """(context cells, sliding-layer cells, sequences) for llama.cpp / Ollama."""
     if spec.engine == "ollama":
@@ -618,12 +659,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         p = _vllm(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
+    elif spec.engine == "trtllm":
+        p = _trtllm(shape, spec, machine, weights_gib, kvb)
     else:
         p = _gguf(shape, spec, machine, weights_gib, kvb)
 
-    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang") else 1
+    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
     per_tok = kv_bytes_per_token(shape, kvb, tp)
-    mml = spec.max_model_len if spec.engine in ("vllm", "sglang") else None
+    mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
         # llama.cpp (kv_unified, b6xxx+): every slot may grow to all -c cells, they share them;
@@ -667,7 +710,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
-    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama") or beside):
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside):
         with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
     if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
@@ -718,6 +761,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
                          f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
                          f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")
+    if spec.engine == "trtllm" and machine.unified:
+        frac = spec.free_gpu_memory_fraction or engine_value("trtllm", "default_free_gpu_memory_fraction")
+        notes.append(f"on unified memory free_gpu_memory_fraction {frac:g} takes that share of ALL free memory for "
+                     "the KV cache: the OS and every other process keep only the rest")
+        if headroom < 0:
+            sugg.append("a lower --kv_cache_free_gpu_memory_fraction (or KvCacheConfig.max_tokens) leaves the OS "
+                        "reserve and the other jobs their memory")
     if spec.engine in ("llama.cpp", "ollama") and fits_len is not None and headroom < 0:
         sugg.append("a smaller -c / num_ctx, -ctk q8_0 -ctv q8_0 (with flash attention), or a smaller quant type")
     if bad:
