@@ -477,9 +477,10 @@ def activation_bytes_per_token(s: ServeShape, tp: int) -> float:
     """bf16 bytes one profiled token holds at the largest layer's peak (engines.yaml
     vllm.activation_bytes_per_token): a dense MLP's gate+up and activation output beside the hidden
     state, a fused MoE's top_k intermediate caches."""
+    held = 2 * s.hidden  # the decoder layer's residual and the MLP's input stay live through the MLP
     if s.experts and s.top_k:
-        return 2 * s.top_k * (3 * s.expert_intermediate / tp + s.hidden)
-    return 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
+        return 2 * (s.top_k * (3 * s.expert_intermediate / tp + s.hidden) + held)
+    return 2 * (3 * max(s.intermediate, s.hidden) / tp + held)
 
 
 def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
@@ -496,7 +497,10 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
         tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
     act = tokens * activation_bytes_per_token(s, tp)
-    sampler = min(seqs, tokens) * s.vocab * engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    if spec.env.get("VLLM_USE_FLASHINFER_SAMPLER") == "1":  # FlashInfer's kernel does not sort the logits
+        per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab_flashinfer")
+    sampler = min(seqs, tokens) * s.vocab * per_elem
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs = 0.0
     if not spec.enforce_eager and _ge(v, engine_value("vllm", "cudagraph_in_budget_since")):
