@@ -531,6 +531,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - ov["cudagraph"]
+        if ov["cudagraph"]:
+            lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
+            notes.append(f"vLLM measures its CUDA-graph memory at start-up (public logs: {lo:g}-{hi:g} GiB per rank); "
+                         f"this plan assumes {ov['cudagraph']:.2f} GiB, so the KV pool may differ by that much: "
+                         "read 'Available KV cache memory' in the log, or pin the pool with --kv-cache-memory")
     block = int(engine_value("vllm", "block_size"))
     page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
     tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
