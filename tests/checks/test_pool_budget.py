@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import pool_budget
-from sparkops.checks.base import Status
-from sparkops.workload import Workload
+from sparkops.core.findings import Status
+from sparkops.facts.workload import Workload
 
 GIB = 1024**3
 

@@ -20,12 +20,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkops.core.units import GIB
 from sparkops.facts.reading import known
 
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
 
-GIB = 1024**3
 SERVER_KINDS = frozenset({"vllm", "sglang", "ollama", "llama.cpp", "tgi", "trtllm"})
 # engines whose cap is a share of TOTAL memory, reserved at start-up (vllm/v1/worker/utils.py
 # request_memory; SGLang profile_max_num_token). TensorRT-LLM's free_gpu_memory_fraction is a share

@@ -23,7 +23,6 @@ from sparkops.checks.pool_budget import SERVER_KINDS, PoolLine  # noqa: F401 - r
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
 
-GIB = pool_budget.GIB
 BudgetLine = PoolLine  # the planner's old name for one claim on the pool
 
 
