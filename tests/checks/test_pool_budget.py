@@ -59,9 +59,9 @@ def test_neighbour_lines_count_a_server_tree_once_by_its_cap():
 
 def _capped_vllm(frac: float, held_gib: float):
     base = load_facts_fixture("gb10_vllm_default")
-    procs = [{"cmdline": f"vllm serve m --gpu-memory-utilization {frac}", "kind": "vllm", "memory_cap_source": "cmdline",
-              "memory_fraction": frac, "name": "VLLM::EngineCore", "pid": 9100, "ppid": 1, "rss_bytes": 3 * 10**9,
-              "state": "running"}]
+    cmd = f"vllm serve m --gpu-memory-utilization {frac}"
+    procs = [{"cmdline": cmd, "argv": cmd.split(), "name": "VLLM::EngineCore", "pid": 9100, "ppid": 1,
+              "rss_bytes": 3 * 10**9, "state": "running"}]
     gpu = [{"kind": "compute", "name": "VLLM::EngineCore", "pid": 9100, "used_memory_bytes": int(held_gib * GIB)}]
     return patch(base, {"processes.processes": procs, "gpu.devices.0.processes": gpu})
 

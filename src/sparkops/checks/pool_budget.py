@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkops.core.units import GIB
-from sparkops.facts.reading import known
 
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
@@ -91,29 +90,30 @@ def reservation_gib(kind: str, fraction: float | None, held_gib: float | None, t
     return held_gib, "held"
 
 
-def neighbour_lines(facts: Facts, total_gib: float, *, min_other_gib: float = 1.0) -> list[PoolLine]:
+def neighbour_lines(facts: Facts, total_gib: float, *, kb: Any = None, min_other_gib: float = 1.0) -> list[PoolLine]:
     """The running processes of the facts' process table as claims on the pool, one per server tree
     (an engine child of a server of the same kind is its parent's reservation); servers and trainers
-    always, other processes from ``min_other_gib`` of RSS on."""
-    procs = facts.processes.processes
-    if not known(procs):
-        return []
-    by_pid = {p.pid: p for p in procs}  # type: ignore[union-attr]
+    always, other processes from ``min_other_gib`` of RSS on. What each process is and its cap are
+    the classification owner's (:func:`sparkops.checks.processes.table`)."""
+    from sparkops.checks.processes import table
+
+    rows = table(facts, kb)
+    by_pid = {p.pid: c for p, c in rows}
     out: list[PoolLine] = []
-    for p in procs:  # type: ignore[union-attr]
+    for p, c in rows:
         parent = by_pid.get(p.ppid) if p.ppid is not None else None
-        if parent is not None and parent.kind == p.kind and p.kind in SERVER_KINDS:
+        if parent is not None and parent.kind == c.kind and c.kind in SERVER_KINDS:
             continue  # an engine child of a server already counted
         rss = p.rss_bytes / GIB
-        if p.kind not in SHARE_OF_TOTAL and p.kind not in SERVER_KINDS and p.kind != "trainer" and rss < min_other_gib:
+        if c.kind not in SERVER_KINDS and c.kind != "trainer" and rss < min_other_gib:
             continue
-        gib, how = reservation_gib(p.kind, p.memory_fraction, rss, total_gib)
+        gib, how = reservation_gib(c.kind, c.fraction, rss, total_gib)
         if how == "held":
             how = "resident memory (RSS)"
-        elif p.memory_fraction:
-            how += f" ({p.memory_cap_source or 'cmdline'})"
-        name = p.name if p.name.lower().startswith(p.kind.lower()) else f"{p.kind} {p.name}".strip()
-        out.append(PoolLine(name=name, gib=round(gib, 2), how=how, pid=p.pid, kind=p.kind))
+        elif c.fraction:
+            how += f" ({c.cap_source or 'cmdline'})"
+        name = p.name if p.name.lower().startswith(c.kind.lower()) else f"{c.kind} {p.name}".strip()
+        out.append(PoolLine(name=name, gib=round(gib, 2), how=how, pid=p.pid, kind=c.kind))
     return out
 
 
