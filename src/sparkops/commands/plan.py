@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
         serve: Annotated[bool, typer.Option("--serve", help="Plan a server instead: weights, KV cache, the engine's "
                          "start-up check (-w takes a pasted `vllm serve ...`, `llama-server ...`, `ollama run ...`).")] = False,
-        engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama")] = None,
+        engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama | trtllm")] = None,
         gguf: Annotated[str | None, typer.Option(help="--serve: a GGUF file (its header gives shapes and exact bytes).")] = None,
         max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="--serve: context per request.")] = None,
         gpu_util: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="--serve: vLLM's share of TOTAL memory.")] = None,

@@ -235,7 +235,7 @@ def plan_serve(
                     '"OLLAMA_NUM_PARALLEL=2 ollama run gemma3:27b") or free text ("serve qwen3-8b with vllm 32k '
                     'context 8 users").')] = None,
     model: Annotated[str | None, Field(description="Model id or catalog name (overrides the text's).")] = None,
-    engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama")] = None,
+    engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama | trtllm")] = None,
     gguf_path: Annotated[str | None, Field(description="A local GGUF file: its header gives exact weight bytes.")] = None,
     max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang).")] = None,
     gpu_memory_utilization: Annotated[float | None, Field(gt=0, le=1, description="vLLM's share of TOTAL memory.")] = None,
