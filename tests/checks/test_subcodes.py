@@ -171,6 +171,13 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G3.serve-start-after-flush": lambda: ("G3", meminfo(SPARK, MemFree=20.0, MemAvailable=112.0),
                                            Workload(method="inference", components=["vllm"])),
     "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
+    # a second vLLM capped at 0.5 is still loading (CUDA free still high): the 0.9 asked for passes the
+    # start-up check now, but both shares together are more than the pool
+    "G3.serve-share-over-reservations": lambda: ("G3", patch(meminfo(SPARK, MemFree=112.0, MemAvailable=113.0), {
+        "processes.processes": [{"cmdline": "vllm serve m0 --gpu-memory-utilization 0.5",
+                                 "argv": ["vllm", "serve", "m0", "--gpu-memory-utilization", "0.5"], "name": "vllm",
+                                 "pid": 4100, "ppid": 1, "rss_bytes": 2_000_000_000, "state": "running"}]}),
+        Workload(method="inference", components=["vllm"])),
     "G3.psi-pressure": lambda: ("G3", f(SPARK, memory__psi={"some_avg10": 40.0, "full_avg10": 12.5, "some_avg60": 30.0,
                                                             "full_avg60": 10.0}), None),
     "G3.plan-exceeds-budget": lambda: ("G3", f(SPARK), Workload(method="full", params_b=70, estimated_peak_gb=140.0)),
@@ -215,6 +222,10 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
                                                                 "pid": 4242, "ppid": 1, "rss_bytes": 12 * GIB,
                                                                 "state": "disk-sleep"}]), None),
     "G6.plan-plus-neighbours": lambda: ("G6", gpu_procs(SPARK, 30.0), Workload(method="lora", estimated_peak_gb=110.0)),
+    # a vLLM capped at 0.5 that holds only 10 GiB so far: by what it holds the run fits, by its cap it does not
+    "G6.plan-plus-reservations": lambda: ("G6", vllm_caps((0.5, 10.0)), Workload(method="lora", estimated_peak_gb=64.0)),
+    "G6.plan-tight-beside-reservations": lambda: ("G6", vllm_caps((0.5, 10.0)),
+                                                  Workload(method="lora", estimated_peak_gb=50.0)),
     "G6.no-per-process": lambda: ("G6", f(SPARK, gpu__devices__0__processes=missing(Why.not_supported)), None),
     "G6.ok": lambda: ("G6", f(SPARK), None),
     "G6.no-gpu": lambda: ("G6", f(NOGPU), None),

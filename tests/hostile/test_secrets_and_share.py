@@ -142,3 +142,17 @@ def test_report_refuses_what_it_cannot_use_plainly(tmp_path, content):
     p = subprocess.run([sys.executable, "-m", "sparkops", "report", "--from", str(f)], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 3 and p.stderr.startswith("spark-ops: ") and "Traceback" not in p.stderr
+
+
+def test_share_report_names_the_container_of_a_schema_1_and_a_schema_2_snapshot(tmp_path):
+    """Schema 2 records the container raw; the share report's row must come from the classification
+    owner (schema 1 kept the old probe's hint; the owner names the image from the same variables)."""
+    old = Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "gb10_ngc_2509_healthy.json"
+    assert '"image_hint": "NVIDIA_PYTORCH_VERSION=25.09"' in old.read_text()
+    doc = json.loads(load_facts(old).model_dump_json())
+    doc["host"]["container"]["v1_class"] = None  # as a schema-2 probe records it: markers only
+    assert doc["schema_version"] == 2 and "image_hint" not in json.dumps(doc["host"]["container"])
+    new = tmp_path / "facts-v2.json"
+    new.write_text(json.dumps(doc))
+    assert "| container | NVIDIA_PYTORCH_VERSION=25.09 |" in build(old, "markdown")
+    assert "| container | nvcr.io/nvidia/pytorch:25.09-py3 |" in build(new, "markdown")

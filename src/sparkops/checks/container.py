@@ -63,9 +63,13 @@ def classify(c: ContainerFacts) -> ContainerKind:
     # is not a container, so NGC variables count only beside another NGC or container signal.
     corroborated = bool(markers) or bool(env.get("NVIDIA_BUILD_ID")) or bool(ngc_product)
     if ngc_version and NGC_VERSION.match(ngc_version) and corroborated:
-        markers.append(f"env:NVIDIA_PYTORCH_VERSION={ngc_version}")
+        env_marker = f"env:NVIDIA_PYTORCH_VERSION={ngc_version}"
     elif other_ngc and corroborated:
-        markers.append(f"env:{other_ngc[0]}={env[other_ngc[0]].strip()}")
+        env_marker = f"env:{other_ngc[0]}={env[other_ngc[0]].strip()}"
+    else:
+        env_marker = ""
+    if env_marker and env_marker not in markers:  # a migrated schema-1 list may hold it already
+        markers.append(env_marker)
 
     unsloth = _unsloth_hint(c) if markers else ""
     kind: Any

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkops.checks import identity
+from sparkops.checks import identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.checks.processes import ProcessClass, classify_all, kind_from_name
 from sparkops.core.findings import Evidence, Finding
@@ -96,6 +96,25 @@ def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, 
     return out
 
 
+def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib: float, kb) -> pool_budget.PoolBudget:  # noqa: ANN001
+    """The planned peak beside each neighbour's reservation (a share-of-total server's cap x pool)."""
+    lines = []
+    for n in neighbours:
+        gib, how = pool_budget.reservation_gib(n.kind, n.fraction, None if n.mem_bytes is None else n.mem_bytes / GIB,
+                                               pool_gib)
+        lines.append(pool_budget.PoolLine(n.label(), round(gib, 2), how, pid=n.pid, kind=n.kind))
+    return pool_budget.judge(pool_gib, lines, [pool_budget.PoolLine("planned run", round(peak_gib, 2), "planned peak")],
+                             os_reserve_gib=float(kb.t("g3.os_reserve_gb")),
+                             fit_margin=float(kb.t("g3.fit_margin_fraction")))
+
+
+def _budget_values(b: pool_budget.PoolBudget, peak_gb: float) -> dict[str, object]:
+    top = sorted(b.neighbours, key=lambda x: -x.gib)[:3]
+    return {"peak_gib": peak_gb * 1e9 / GIB, "reserved_gib": b.reserved_gib, "usable_gib": b.usable_gib,
+            "pool_gib": b.pool_gib, "os_reserve_gib": b.os_reserve_gib, "left_gib": b.left_gib,
+            "margin": b.fit_margin, "largest": "; ".join(f"{x.name}: {x.gib:.1f} GiB ({x.how})" for x in top) or "none"}
+
+
 def _pool_bytes(ctx: CheckContext) -> int | None:
     ident = identity.identify(ctx.facts, ctx.kb)
     if ident.unified_memory is not False or (ctx.profile is not None and ctx.profile.unified_memory):
@@ -172,6 +191,16 @@ def check(ctx: CheckContext) -> Finding:
             return ctx.conclude(GID, [reason("G6.plan-plus-neighbours", peak_gib=peak * 1e9 / GIB,
                                              held_gib=held / GIB, pool_gib=pool / GIB), *warns],
                                 evidence=evidence, notes=notes)
+        # the one budget (checks/pool_budget.py, which `plan --serve --beside` uses too): a capped
+        # server takes its cap x total from start-up on, whatever it holds now
+        budget = _reservations_budget(neighbours, pool / GIB, peak * 1e9 / GIB, kb)
+        evidence.append(ev("pool budget", budget.values()))
+        if budget.code in ("over", "tight"):
+            v = _budget_values(budget, peak)
+            if budget.code == "over":
+                return ctx.conclude(GID, [reason("G6.plan-plus-reservations", **v), *warns], evidence=evidence,
+                                    notes=notes)
+            warns.append(reason("G6.plan-tight-beside-reservations", **v))
     elif peak is not None:
         notes.append("the pool size was not read, so the workload plus neighbours was not tested against it")
     if warns:

@@ -186,10 +186,29 @@ def _versions(report: dict[str, Any], facts: dict[str, Any] | None) -> list[tupl
         for name in ("transformers", "vllm", "unsloth", "flash-attn", "bitsandbytes", "triton", "peft", "trl"):
             if isinstance(dists.get(name), str):
                 rows.append((name, dists[name]))
-        image = (host.get("container") or {}).get("image_hint")
+        image = _container_image(host.get("container"))
         if image:
             rows.append(("container", str(image)))
     return rows
+
+
+def _container_image(container: object) -> str:
+    """The container the snapshot was taken in, as the judging names it: a schema-1 snapshot carries
+    the old probe's ``image_hint``; a schema-2 one records raw markers, classified here by the owner
+    (checks.container), so the row says what preflight would."""
+    if not isinstance(container, dict):
+        return ""
+    if isinstance(container.get("image_hint"), str):
+        return container["image_hint"]
+    from pydantic import ValidationError
+
+    from sparkops.checks.container import classify
+    from sparkops.facts.model import ContainerFacts
+
+    try:
+        return classify(ContainerFacts.model_validate(container)).image_hint
+    except ValidationError:
+        return ""
 
 
 def render(report: dict[str, Any], attachment: dict[str, Any], kind: str, flavor: Flavor,
