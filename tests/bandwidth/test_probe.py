@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from build_fixtures import patch
 from conftest import FIXTURES, load_facts_fixture
 from sparkops.bandwidth import probe
-from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.facts.model import BandwidthFacts, TorchLive
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import load
+from sparkops.knowledge.bandwidth import BandwidthSettings
 from sparkops.probes import CollectOptions
 from sparkops.probes._run import RunResult
 

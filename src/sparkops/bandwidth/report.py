@@ -14,13 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.bandwidth.probe import Outcome, measure
-from sparkops.checks.base import Finding, Status
+from sparkops.core.findings import Finding, Status
+from sparkops.core.units import GIB
 from sparkops.facts.model import BandwidthFacts, Facts
 from sparkops.facts.reading import known
 from sparkops.knowledge import Knowledge
 from sparkops.knowledge import load as load_kb
 
-GIB = 1024**3
 COLLECT_PROBES = ("gpu", "memory", "processes", "host")  # what the refusal rules and G5's identity read
 
 
@@ -122,15 +122,16 @@ def bandwidth(python: str | None = None, size_bytes: int | None = None, force: b
     """
     import os
 
-    from sparkops import api
+    from sparkops import setup
+    from sparkops.probes import CollectOptions, collect_snapshot
 
-    kb = kb or api.knowledge()
+    kb = kb or load_kb()
     env = dict(os.environ) if env is None else dict(env)
-    opts = api.CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=float(kb.t("probes.budget_s")))
+    opts = CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
+                          counter_window_s=0.1, budget_s=float(kb.t("probes.budget_s")))
     if container:
-        opts = api.container_options(opts, container, kb)
-    facts = api.collect(opts)
+        opts = setup.container_options(opts, container, kb.matrix)
+    facts = collect_snapshot(opts)
     out = measure(facts, kb, python=python, env=env, size_bytes=size_bytes, force=force,
                   container_ref=opts.container_ref)
     return build(facts, out, kb, forced=force)

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.core.units import GIB
 from sparkops.planner.estimate import GB, Estimate, estimate
 from sparkops.planner.run import PlanInputError, RunSpec, build_run, planner_knowledge, run_words
 
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
+    from sparkops.facts.workload import Workload
     from sparkops.knowledge import Knowledge
     from sparkops.planner.architecture import ModelArch
-    from sparkops.workload import Workload
 
-GIB = 1024**3
 Verdict = Literal["fits", "tight", "does-not-fit"]
 
 TERM_TEXT = {

@@ -16,7 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 Method = Literal["full", "lora", "qlora"]
 Loop = Literal["plain", "trainer"]

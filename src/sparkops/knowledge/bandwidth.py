@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sparkops.core.units import GIB, MIB
 from sparkops.knowledge import Knowledge
-
-MIB = 1024**2
-GIB = 1024**3
 
 
 class BandwidthSettings(BaseModel):
