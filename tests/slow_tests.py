@@ -59,6 +59,8 @@ SLOW: tuple[Slow, ...] = (
     Slow("tests/diagnose/test_classifier.py::test_training_is_deterministic_and_records_its_data",
          1.0, "trains the classifier twice on the whole training set"),
     Slow("tests/diagnose/test_command.py", 34.4, "runs spark-ops in a subprocess (9 of 10 tests slow)"),
+    Slow("tests/diagnose/test_learned.py::test_no_confident_finding_on_a_labelled_hard_negative",
+         1.25, "diagnoses every labelled hard negative of every set (176 texts)"),
     Slow("tests/diagnose/test_matcher.py::test_a_bad_knowledge_edit_fails_at_load",
          2.6, "re-parses the whole symptom knowledge once per breakage"),
     Slow("tests/diagnose/test_matcher.py::test_a_huge_input_is_bounded_and_still_finds_the_tail_error",

@@ -53,6 +53,14 @@ HOLDOUTS = (
     # holdout5 (issue 18) is mostly hard negatives and has no G6 case (README, "Known gaps"): no per-gotcha floor.
     HoldoutSet("holdout5", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "dev"), min_cases=40,
                min_per_gotcha=0, min_none=20, min_hard_negatives=18),
+    # holdout6 (issue 18, second session) tops up the thin labels and adds hard negatives; it has no G1, G3, G7,
+    # G9 or G10 case (README, "Known gaps"): no per-gotcha floor.
+    HoldoutSet("holdout6", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "dev"), min_cases=40,
+               min_per_gotcha=0, min_none=25, min_hard_negatives=25),
+    # holdout7 (issue 18, second session) is the post-freeze blind set: mostly hard negatives, no G4/G6/G8/G10 case
+    # (README, "Known gaps"): no per-gotcha floor.
+    HoldoutSet("holdout7", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "dev"),
+               min_cases=40, min_per_gotcha=0, min_none=25, min_hard_negatives=25),
 )
 BY_NAME = {h.name: h for h in HOLDOUTS}
 SET_FILES = [(h.name, p) for h in HOLDOUTS for p in sorted(h.folder.glob("*.yaml"))]

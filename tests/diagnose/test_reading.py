@@ -28,7 +28,8 @@ from sparkops.diagnose.rules import GOTCHAS
 from sparkops.diagnose.text import from_text
 
 KB = load_symptoms()
-RULES_ONLY = KB.model_copy(update={"scoring": KB.scoring.model_copy(update={"calibration": None})})
+RULES_ONLY = KB.model_copy(update={"scoring": KB.scoring.model_copy(update={"calibration": None}), "learned": None})
+CALIBRATED = KB.model_copy(update={"learned": None})  # the rules and their calibration map, without the learned layer
 
 
 # ---------------------------------------------------------------- line roles
@@ -121,7 +122,8 @@ def test_calibration_is_a_probability_and_grows_with_the_evidence():
 
 
 def test_a_strong_report_is_answered_with_its_calibrated_confidence():
-    d = diagnose_text("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory")
+    d = diagnose_text("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+                      kb=CALIBRATED)
     assert not d.abstained and d.top == "G1"
     raw = match(from_text("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
                           "-", KB.text_limits), KB).scored[0]

@@ -55,6 +55,8 @@ def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowle
     abstained, reason, candidates, decide = False, None, [], []
     if cal is None:  # knowledge without a calibration map: the v5 behaviour (every finding over min_confidence)
         findings = [finding(s) for s in res.scored]
+    elif kb.learned is not None:
+        findings, abstained, reason, candidates, decide = _learned(res, inp, kb, finding)
     else:
         findings, abstained, reason, candidates, decide = _calibrated(res, kb, finding)
     if top is not None:
@@ -98,6 +100,48 @@ def _calibrated(res, kb: SymptomKnowledge, finding):
     names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
     reason = (f"not one of the ten, or not enough to tell: the strongest candidates, {names}, are under the "
               f"{cal.answer_at:.2f} bar"
+              + ("" if res.failure_reported else "; no line of the input reports a failure") + ".")
+    decide = [Decider(gotcha=f.gotcha, **kb.decide[f.gotcha].model_dump()) for f in out if f.gotcha in kb.decide]
+    return [], True, reason, out, decide
+
+
+def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
+    """Findings chosen by the learned decision layer (issue 18, sparkops/diagnose/learned.py): the most likely of the
+    rules' candidates and "none"; a gotcha is answered when it is the most likely and its probability reaches
+    ``answer_at``, a second one when its own probability reaches ``second_at``; otherwise diagnose abstains, says
+    why with the numbers, and lists the candidates and what would decide between them."""
+    from sparkops.diagnose.learned import NONE, probabilities, text_features, utilities
+    from sparkops.diagnose.matcher import candidates as rule_candidates
+
+    lm = kb.learned
+    cands = rule_candidates(res)
+    if not cands:
+        return [], False, None, [], []
+    probs = probabilities(utilities(cands, text_features(inp.lines, res.roles), lm.weights, lm.priors,
+                                    lm.families))
+    p_of = dict(probs)
+    by_gotcha = {s.gotcha: s for s in res.scored + res.below}
+    ranked = [(g, p) for g, p in probs if g != NONE][:3]
+    out = [finding(by_gotcha[g]).model_copy(update={"confidence": round(p, 3)}) for g, p in ranked]
+    best, p_best = probs[0]
+    # several clear problems in one report (each strong in the rules' own terms, on a line that reports a failure):
+    # all of them are named, whatever share of the probability each gets
+    several = kb.scoring.calibration.several_at if kb.scoring.calibration is not None else 1.0
+    strong = [f for f in out if by_gotcha[f.gotcha].confidence >= several and by_gotcha[f.gotcha].failure_evidence]
+    if len(strong) >= 2:  # each against "none" alone: the share of one cause among several says nothing here
+        pn = p_of[NONE]
+        strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
+        return sorted(strong, key=lambda f: -f.confidence), False, None, [], []
+    if best != NONE and p_best >= lm.answer_at:
+        extra = [f for f in out[1:2] if f.confidence >= lm.second_at]
+        return [out[0], *extra], False, None, [], []
+    names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
+    if best == NONE:
+        why = (f"the learned reading finds none of the ten most likely (p = {p_of[NONE]:.2f}); the candidates, "
+               f"{names}, stay under it")
+    else:
+        why = f"the strongest candidates, {names}, are under the {lm.answer_at:.2f} bar"
+    reason = (f"not one of the ten, or not enough to tell: {why}"
               + ("" if res.failure_reported else "; no line of the input reports a failure") + ".")
     decide = [Decider(gotcha=f.gotcha, **kb.decide[f.gotcha].model_dump()) for f in out if f.gotcha in kb.decide]
     return [], True, reason, out, decide

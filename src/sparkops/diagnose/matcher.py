@@ -46,6 +46,9 @@ class Scored:
     why: str
     facts: list[FactEffect] = field(default_factory=list)
     failure_evidence: bool = False  # one of its evidence lines reports a failure (reading.py), not only setup
+    evidence_roles: tuple[str, ...] = ()  # the role (reading.py) of each distinct line it rests on
+    topic_only: bool = False  # only topic words, no failure pattern and no context rule: damped (step 3b)
+    ruled: bool = False  # a context rule boosted or redirected evidence into it
 
 
 @dataclass
@@ -56,6 +59,8 @@ class MatchResult:
     below: list[Scored] = field(default_factory=list)  # dropped for low confidence (for tuning)
     failure_reported: bool = True  # some line reports something going wrong (reading.py)
     negated: list[tuple[int, str]] = field(default_factory=list)  # (line index, pattern id) matches read as "no X"
+    negated_gotchas: set[str] = field(default_factory=set)  # gotchas with at least one negated match
+    roles: tuple[str, ...] = ()  # the role of every kept line (reading.py)
 
 
 def _locate(inp: InputText, starts: list[int], start: int, end: int) -> tuple[int, int, int]:
@@ -182,6 +187,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
     roles = line_roles(inp.lines)
     failure_reported = reports_failure(roles)
     negated_hits: list[tuple[int, str]] = []
+    negated_g: set[str] = set()
     hits: list[_Hit] = []
     for g in GOTCHAS:
         for p in kb.patterns.get(g, []):
@@ -191,6 +197,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                 loc = _locate(inp, starts, m.start(), m.end())
                 if reading.negation and p.weight > 0 and negated(inp.lines[loc[0]], loc[1]):
                     negated_hits.append((loc[0], p.id))
+                    negated_g.add(g)
                     continue
                 if loc[0] not in quiet and all(loc[0] != x[0] for x in lines):
                     lines.append(loc)
@@ -268,13 +275,14 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             _context_evidence(ev[r.target], r, context, 0.0)
 
     # 3b. minimum evidence: topic words alone (NVFP4, two Sparks, a temperature) do not name a gotcha
+    failure = {h_.gotcha for h_ in hits if h_.pattern.weight > 0 and not h_.pattern.topic}
+    topic_only = {g: score[g] > 0 and g not in failure and not rule_added[g] for g in GOTCHAS}
     if sc.topic_only_keep < 1.0:
-        failure = {h_.gotcha for h_ in hits if h_.pattern.weight > 0 and not h_.pattern.topic}
         strongest_topic = {g: 0.0 for g in GOTCHAS}
         for h_ in hits:
             strongest_topic[h_.gotcha] = max(strongest_topic[h_.gotcha], h_.pattern.weight)
         for g in GOTCHAS:
-            if score[g] > 0 and g not in failure and not rule_added[g]:
+            if topic_only[g]:
                 # many words on one topic are one piece of evidence, not several: the strongest counts
                 score[g] = min(score[g], strongest_topic[g]) * sc.topic_only_keep
                 applied[g].append("only topic words, no sign of a failure: damped")
@@ -321,12 +329,14 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             why_parts.append(f"counter-evidence, line {inp.numbers[i]}: {why}")
         out.append(Scored(gotcha=g, score=round(score[g], 3), confidence=conf, evidence=evidence,
                           why="; ".join(why_parts), facts=list(effects.get(g, [])),
-                          failure_evidence=any(roles[i] == "failure" for _w, i, _s, _e, _y in ev[g])))
+                          failure_evidence=any(roles[i] == "failure" for _w, i, _s, _e, _y in ev[g]),
+                          evidence_roles=tuple(roles[i] for i in sorted({t[1] for t in ev[g]})),
+                          topic_only=topic_only[g], ruled=rule_added[g]))
     out.sort(key=lambda x: (-x.score, GOTCHAS.index(x.gotcha)))
     kept = [x for x in out if x.confidence >= sc.min_confidence]
     below = [x for x in out if x.confidence < sc.min_confidence]
     return MatchResult(scored=kept, notes=notes, matched=matched, below=below, failure_reported=failure_reported,
-                       negated=negated_hits)
+                       negated=negated_hits, negated_gotchas=negated_g, roles=roles)
 
 
 CALIBRATION_FEATURES = ("log_score", "margin", "failure_reported", "failure_evidence", "rivals")
@@ -351,3 +361,13 @@ def calibrated(features: dict[str, float], bias: float, coef: dict[str, float]) 
     z = bias + sum(coef.get(k, 0.0) * v for k, v in features.items())
     z = max(-30.0, min(30.0, z))
     return 1.0 / (1.0 + math.exp(-z))
+
+
+def candidates(res: MatchResult) -> list:
+    """The rules' candidates (kept and dropped, best first) as the learned layer reads them (learned.py)."""
+    from sparkops.diagnose.learned import Candidate
+
+    ranked = sorted(res.scored + res.below, key=lambda x: (-x.score, GOTCHAS.index(x.gotcha)))
+    return [Candidate(gotcha=x.gotcha, score=x.score, evidence_roles=x.evidence_roles,
+                      failure_evidence=x.failure_evidence, topic_only=x.topic_only, ruled=x.ruled,
+                      negated=x.gotcha in res.negated_gotchas, kept=x in res.scored) for x in ranked]

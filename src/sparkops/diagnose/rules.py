@@ -258,6 +258,9 @@ class Scoring(_Model):
     max_evidence: int = Field(ge=1)  # evidence lines shown per finding
     reading: Reading = Field(default_factory=lambda: Reading())  # where evidence stands (issue 18)
     calibration: Calibration | None = None  # raw score -> probability the top finding is right (issue 18)
+    # who decides what diagnose answers: "learned" (knowledge/diagnose_model.yaml, sparkops/diagnose/learned.py) or
+    # "calibrated" (the rules' threshold and the calibration map above, the v6 behaviour)
+    decision: Literal["learned", "calibrated"] = "calibrated"
 
 
 class Reading(_Model):
@@ -311,6 +314,38 @@ class Decide(_Model):
     why: str
 
 
+class LearnedModel(_Model):
+    """The learned decision layer's weights (knowledge/diagnose_model.yaml, written by
+    benchmarks/diagnose_learn.py; sparkops/diagnose/learned.py reads them)."""
+
+    version: int
+    last_verified: date
+    trained_on: list[str]
+    cases: int = Field(ge=0)
+    groups: int = Field(ge=0)
+    answer_at: float = Field(ge=0, le=1)  # a gotcha is answered when it is the most likely and reaches this
+    second_at: float = Field(ge=0, le=1)  # a second gotcha is offered at or above this probability
+    families: dict[str, list[Literal["speed", "thermal", "memory", "bandwidth"]]]
+    priors: dict[str, float]
+    candidate: dict[str, float]
+    none: dict[str, float]
+
+    @model_validator(mode="after")
+    def _known(self) -> LearnedModel:
+        from sparkops.diagnose.learned import CANDIDATE_FEATURES, NONE_FEATURES
+
+        bad = [g for g in [*self.priors, *self.families] if g not in GOTCHAS]
+        bad += [k for k in self.candidate if k not in CANDIDATE_FEATURES]
+        bad += [k for k in self.none if k not in NONE_FEATURES]
+        if bad:
+            raise ValueError(f"unknown gotchas or features in the learned model: {bad}")
+        return self
+
+    @cached_property
+    def weights(self) -> dict[str, float]:
+        return {**{"c." + k: v for k, v in self.candidate.items()}, **{"n." + k: v for k, v in self.none.items()}}
+
+
 class SymptomKnowledge(_Model):
     version: int
     last_verified: date
@@ -321,6 +356,8 @@ class SymptomKnowledge(_Model):
     rules: list[Rule]
     harmless: list[Harmless]
     decide: dict[str, Decide] = Field(default_factory=dict)
+    # the learned decision layer (knowledge/diagnose_model.yaml); None: the rules and calibration map decide
+    learned: LearnedModel | None = None
 
     @model_validator(mode="after")
     def _ids(self) -> SymptomKnowledge:
@@ -363,9 +400,18 @@ def parse(data: object) -> SymptomKnowledge:
 def load() -> SymptomKnowledge:
     """The packaged symptoms.yaml (cached: immutable data, regexes compiled on first use)."""
     text = resources.files("sparkops.knowledge").joinpath("symptoms.yaml").read_text(encoding="utf-8")
-    return parse(safe_load(text))
+    kb = parse(safe_load(text))
+    return kb.model_copy(update={"learned": load_learned()}) if kb.scoring.decision == "learned" else kb
+
+
+def load_learned() -> LearnedModel:
+    """The packaged learned decision layer (knowledge/diagnose_model.yaml)."""
+    text = resources.files("sparkops.knowledge").joinpath("diagnose_model.yaml").read_text(encoding="utf-8")
+    return LearnedModel.model_validate(safe_load(text))
 
 
 def load_file(path: Path) -> SymptomKnowledge:
-    """A user-supplied symptoms file of the same shape (for calibrating new patterns)."""
-    return parse(safe_load(Path(path).read_text(encoding="utf-8")))
+    """A user-supplied symptoms file of the same shape (for calibrating new patterns); ``decision: learned`` in it
+    uses the packaged learned layer."""
+    kb = parse(safe_load(Path(path).read_text(encoding="utf-8")))
+    return kb.model_copy(update={"learned": load_learned()}) if kb.scoring.decision == "learned" else kb

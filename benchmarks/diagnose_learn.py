@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Train and measure diagnose's learned decision layer (sparkops/diagnose/learned.py) under grouped cross-validation.
+
+Usage:
+  python benchmarks/diagnose_learn.py [--sets cases,holdout,...] [--folds 10] [--out FILE] [--write]
+
+What it does:
+  1. reads every labelled case of the sets with the rules version that had NOT seen that set (diagnose_cv.BLIND_RULES:
+     cases by v1 ... holdout3 by v4; holdout4, holdout5 and holdout6 were never used to write a rule), and turns
+     the rules' candidates and the text into features (learned.py);
+  2. grouped cross-validation by source (a GitHub repository, the NVIDIA forum, a web site): the groups are dealt
+     into ``--folds`` folds; for each fold a conditional-logit model is fitted on the other folds' groups only, its
+     answer bar (the probability under which it says "none") is chosen by an inner grouped cross-validation on those
+     same training groups, and the fold's cases are predicted; no model or bar ever sees its own group;
+  3. reports the mean top-1 over held-out groups (every group weighs the same) and pooled, next to the rules-only
+     answer (the shipped v6 behaviour) on the same cases, the precision of high-confidence answers (p >= 0.8), the
+     reliability curve, per-set and per-label tables and the confusion matrix;
+  4. ``--write``: fits the model on every set, chooses the bar by grouped cross-validation on all of them, and rewrites
+     src/sparkops/knowledge/diagnose_model.yaml (deterministic: same data, same file).
+
+What is learned: one weight per feature, one prior per gotcha (learned.CANDIDATE_FEATURES, NONE_FEATURES), and the
+answer bar. L2-regularised, fitted by Newton's method in pure Python.
+A case whose label is not among the rules' candidates is trained as "none" (none of these candidates is right): the
+model learns when the rules' best guess is not to be trusted, which is what the abstention needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import sys
+from collections import Counter, defaultdict
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from diagnose_cv import BLIND_RULES, blind_kb, load_sets  # noqa: E402
+
+from sparkops.diagnose.learned import (  # noqa: E402
+    CANDIDATE_FEATURES,
+    NONE,
+    NONE_FEATURES,
+    candidate_features,
+    text_features,
+)
+from sparkops.diagnose.matcher import candidates, match  # noqa: E402
+from sparkops.diagnose.rules import GOTCHAS, load  # noqa: E402
+from sparkops.diagnose.text import from_text  # noqa: E402
+
+SETS = ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6")
+NEVER_TUNED = ("holdout4", "holdout5", "holdout6")
+LABELS = (*GOTCHAS, NONE)
+FAMILIES = {"G3": ["memory"], "G4": ["thermal"], "G5": ["speed", "bandwidth"], "G6": ["memory"],
+            "G7": ["speed"], "G10": ["speed", "bandwidth"]}
+PARAMS = tuple(["c." + k for k in CANDIDATE_FEATURES] + ["p." + g for g in GOTCHAS]
+               + ["n." + k for k in NONE_FEATURES])
+INDEX = {k: i for i, k in enumerate(PARAMS)}
+L2 = 1.0
+VETOS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: never veto
+PROMOTES = (0.4, 0.5, 0.6, 0.7, 1.01)  # 1.01: never promote
+POLICY = "learned"  # "learned": the model decides; "hybrid": the rules decide, the model vetoes or promotes
+HIGH = 0.8
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0001)
+SECOND_AT = 0.3
+SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong problems on failure lines are both named
+
+
+# --- features -------------------------------------------------------------------------------------------------------
+
+def featurize(cases: list[dict]) -> None:
+    """Adds to each case: its candidates' labels, their sparse feature rows and the "none" row, and the rules'
+    own answer (v6: the top candidate over the rules' threshold, else none)."""
+    kb = load()
+    kbs: dict[str, object] = {}
+    for c in cases:
+        if c["set"] not in kbs:
+            kbs[c["set"]] = blind_kb(c["set"], kb) if BLIND_RULES.get(c["set"]) else kb
+        k = kbs[c["set"]]
+        inp = from_text(c["text"], c["id"], k.text_limits)
+        res = match(inp, k)
+        cands = candidates(res)
+        text = text_features(inp.lines, res.roles)
+        rows = []
+        for cand, f in zip(cands, candidate_features(cands, text, FAMILIES), strict=True):
+            row = [(INDEX["c." + name], v) for name, v in f.items() if v]
+            row.append((INDEX["p." + cand.gotcha], 1.0))
+            rows.append(row)
+        rows.append([(INDEX["n." + name], text[name]) for name in NONE_FEATURES if text.get(name)])
+        c["labels"] = [x.gotcha for x in cands] + [NONE]
+        c["rows"] = rows
+        c["rules"] = res.scored[0].gotcha if res.scored else NONE
+        c["strong"] = [x.gotcha for x in res.scored + res.below if x.confidence >= SEVERAL_AT and x.failure_evidence]
+        c["target"] = c["labels"].index(c["label"]) if c["label"] in c["labels"] else len(cands)
+
+
+# --- the conditional logit -----------------------------------------------------------------------------------------
+
+def _probs(w: list[float], rows: list[list[tuple[int, float]]]) -> list[float]:
+    us = [sum(w[i] * v for i, v in r) for r in rows]
+    top = max(us)
+    ex = [math.exp(max(u - top, -60.0)) for u in us]
+    z = sum(ex)
+    return [e / z for e in ex]
+
+
+def fit(cases: list[dict], l2: float = L2, iters: int = 25) -> list[float]:
+    """Newton's method on the L2-regularised conditional log-likelihood (strictly convex: one optimum)."""
+    d = len(PARAMS)
+    w = [0.0] * d
+    for _ in range(iters):
+        grad = [l2 * x for x in w]
+        hess = [[0.0] * d for _ in range(d)]
+        for i in range(d):
+            hess[i][i] = l2
+        for c in cases:
+            p = _probs(w, c["rows"])
+            mu: dict[int, float] = defaultdict(float)
+            for pc, row in zip(p, c["rows"], strict=True):
+                for i, v in row:
+                    mu[i] += pc * v
+            for i, v in c["rows"][c["target"]]:
+                grad[i] -= v
+            for i, v in mu.items():
+                grad[i] += v
+            for pc, row in zip(p, c["rows"], strict=True):
+                if pc < 1e-12:
+                    continue
+                for i, vi in row:
+                    hi = hess[i]
+                    for j, vj in row:
+                        hi[j] += pc * vi * vj
+            items = list(mu.items())
+            for i, vi in items:
+                hi = hess[i]
+                for j, vj in items:
+                    hi[j] -= vi * vj
+        step = _solve(hess, grad)
+        w = [a - b for a, b in zip(w, step, strict=True)]
+        if max(abs(s) for s in step) < 1e-7:
+            break
+    return w
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[piv] = m[piv], m[col]
+        if abs(m[col][col]) < 1e-12:
+            m[col][col] = 1e-12
+        pc = m[col]
+        for r in range(n):
+            if r != col and m[r][col]:
+                f = m[r][col] / pc[col]
+                row = m[r]
+                for k in range(col, n + 1):
+                    row[k] -= f * pc[k]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, float, str, float]:
+    """(answer, its probability, second label, its probability) under the hybrid policy: the rules' own answer
+    stands unless the model puts "none" at or above ``veto`` (then none); where the rules answer none, the model's
+    best gotcha is answered when its probability reaches ``promote``."""
+    veto, promote = bar
+    p = _probs(w, c["rows"])
+    pr = dict(zip(c["labels"], p, strict=True))
+    gotchas = sorted((i for i in range(len(p)) if c["labels"][i] != NONE), key=lambda i: -p[i])
+    if POLICY == "learned" and len(c.get("strong", [])) >= 2:  # several clear problems: all named (diagnose)
+        label = max(c["strong"], key=lambda g: pr[g])
+    elif POLICY == "learned":  # the most likely of the candidates and none; a gotcha needs p >= promote
+        best = max(range(len(p)), key=lambda i: p[i])
+        label = c["labels"][best] if c["labels"][best] != NONE and p[best] >= promote else NONE
+    else:
+        label = c["rules"]
+        if label != NONE and pr[NONE] >= veto:
+            label = NONE
+        elif label == NONE and gotchas and p[gotchas[0]] >= promote:
+            label = c["labels"][gotchas[0]]
+    second = ("", 0.0)
+    if label != NONE:
+        rest = [i for i in gotchas if c["labels"][i] != label]
+        if rest and p[rest[0]] >= SECOND_AT:
+            second = (c["labels"][rest[0]], p[rest[0]])
+    top_p = pr.get(label, 0.0) if label != NONE else (p[gotchas[0]] if gotchas else 0.0)
+    return label, top_p, second[0], second[1]
+
+
+# --- grouped cross-validation ----------------------------------------------------------------------------------------
+
+def _fold_of(group: str, folds: int, salt: str = "") -> int:
+    return int(hashlib.sha256((salt + group).encode()).hexdigest(), 16) % folds
+
+
+def group_mean(cases: list[dict], key: str) -> float:
+    by: dict[str, list[bool]] = defaultdict(list)
+    for c in cases:
+        by[c["group"]].append(c[key] == c["label"])
+    return 100 * sum(sum(v) / len(v) for v in by.values()) / len(by) if by else 0.0
+
+
+def choose_bar(train: list[dict], folds: int = 4) -> tuple[float, float]:
+    """The (veto, promote) pair with the best group-mean top-1 on out-of-fold predictions inside ``train`` only."""
+    oof: dict[str, list[float]] = {}
+    for k in range(folds):
+        inner = [c for c in train if _fold_of(c["group"], folds, "inner") != k]
+        held = [c for c in train if _fold_of(c["group"], folds, "inner") == k]
+        if not inner or not held:
+            continue
+        w = fit(inner)
+        for c in held:
+            oof[c["id"]] = w
+    best, best_score = (VETOS[-1], PROMOTES[-1]), -1.0
+    grid = [(1.01, pm) for pm in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)] if POLICY == "learned" else \
+        [(v, pm) for v in VETOS for pm in PROMOTES]
+    for bar in grid:
+        for c in train:
+            w = oof.get(c["id"])
+            c["_inner"] = decide(w, c, bar)[0] if w is not None else c["rules"]
+        score = group_mean(train, "_inner")
+        if score > best_score + 1e-9:
+            best, best_score = bar, score
+    return best
+
+
+def grouped_cv(cases: list[dict], folds: int) -> None:
+    for k in range(folds):
+        train = [c for c in cases if _fold_of(c["group"], folds) != k]
+        test = [c for c in cases if _fold_of(c["group"], folds) == k]
+        if not test:
+            continue
+        bar = choose_bar(train)
+        w = fit(train)
+        for c in test:
+            c["pred"], c["p"], c["second"], c["p2"] = decide(w, c, bar)
+            c["top_g"], c["p_top"] = top_gotcha(w, c)
+            c["bar"] = bar
+        print(f"fold {k + 1}/{folds}: {len(test)} cases, bar {bar}", file=sys.stderr)
+
+
+# --- report ---------------------------------------------------------------------------------------------------------
+
+def _pct(ok: int, n: int) -> str:
+    return f"{ok}/{n} = {100 * ok / n:.1f} %" if n else "-"
+
+
+def report(cases: list[dict], sets: list[str], folds: int) -> str:
+    groups = len({c["group"] for c in cases})
+    out = ["# diagnose: the learned decision layer under grouped cross-validation (issue 18)", "",
+           f"`python benchmarks/diagnose_learn.py --sets {','.join(sets)} --folds {folds}` · {len(cases)} cases in "
+           f"{groups} source groups, dealt into {folds} folds by group · each fold's model and answer bar fitted on "
+           f"the other folds only (bar by an inner 4-fold grouped CV) · each set read by the rules version that had "
+           f"not seen it · high confidence = p >= {HIGH}", "",
+           "| scope | cases | groups | group-mean top-1, learned | pooled, learned | group-mean top-1, rules only "
+           "(v6) | pooled, rules only | high-confidence precision, learned | answered | top-2, learned |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, cs in (("all sets", cases), ("never tuned on (" + " + ".join(NEVER_TUNED) + ")",
+                                           [c for c in cases if c["set"] in NEVER_TUNED])):
+        if not cs:
+            continue
+        hi = [c for c in cs if c["pred"] != NONE and c["p"] >= HIGH]
+        out.append(f"| {name} | {len(cs)} | {len({c['group'] for c in cs})} | {group_mean(cs, 'pred'):.1f} % | "
+                   f"{_pct(sum(c['pred'] == c['label'] for c in cs), len(cs))} | {group_mean(cs, 'rules'):.1f} % | "
+                   f"{_pct(sum(c['rules'] == c['label'] for c in cs), len(cs))} | "
+                   f"{_pct(sum(c['pred'] == c['label'] for c in hi), len(hi))} | "
+                   f"{sum(c['pred'] != NONE for c in cs)} | "
+                   f"{_pct(sum(c['label'] in (c['pred'], c['second']) for c in cs), len(cs))} |")
+    out += ["", "## Per set (held-out predictions pooled)", "",
+            "| set | cases | learned top-1 | rules-only top-1 | answered | said none |", "|---|---:|---:|---:|---:|---:|"]
+    for s in sets:
+        cs = [c for c in cases if c["set"] == s]
+        if cs:
+            out.append(f"| {s} | {len(cs)} | {_pct(sum(c['pred'] == c['label'] for c in cs), len(cs))} | "
+                       f"{_pct(sum(c['rules'] == c['label'] for c in cs), len(cs))} | "
+                       f"{sum(c['pred'] != NONE for c in cs)} | {sum(c['pred'] == NONE for c in cs)} |")
+    out += ["", "## Per label (all sets)", "",
+            "| label | cases | right (recall), learned | answered as this label | of which right (precision) | "
+            "recall, rules only |", "|---|---:|---:|---:|---:|---:|"]
+    for lab in LABELS:
+        n = [c for c in cases if c["label"] == lab]
+        a = [c for c in cases if c["pred"] == lab]
+        out.append(f"| {lab} | {len(n)} | {_pct(sum(c['pred'] == lab for c in n), len(n))} | {len(a)} | "
+                   f"{_pct(sum(c['label'] == lab for c in a), len(a))} | "
+                   f"{_pct(sum(c['rules'] == lab for c in n), len(n))} |")
+    out += ["", "## Confusion, learned (rows: label, columns: answer; all sets)", "",
+            "| label | " + " | ".join(LABELS) + " |", "|---|" + "---|" * len(LABELS)]
+    for lab in LABELS:
+        cnt = Counter(c["pred"] for c in cases if c["label"] == lab)
+        if cnt:
+            out.append(f"| {lab} | " + " | ".join(str(cnt[x]) if cnt[x] else "·" for x in LABELS) + " |")
+    out += ["", "## Reliability (held-out probability of the best gotcha candidate vs how often it is the label)", "",
+            "| p bin | cases | mean p | observed right |", "|---|---:|---:|---:|"]
+    for lo, hi_ in zip(BINS, BINS[1:], strict=False):
+        b = [c for c in cases if c.get("top_g") and lo <= c["p_top"] < hi_]
+        if b:
+            right = sum(c["top_g"] == c["label"] for c in b)
+            out.append(f"| {lo:.1f}–{min(hi_, 1.0):.1f} | {len(b)} | {sum(c['p_top'] for c in b) / len(b):.2f} | "
+                       f"{_pct(right, len(b))} |")
+    bars = Counter(c["bar"] for c in cases)
+    out += ["", "Answer bars chosen inside the training folds (cases per bar): "
+            + ", ".join(f"{b}: {n}" for b, n in sorted(bars.items())) + "."]
+    return "\n".join(out) + "\n"
+
+
+def top_gotcha(w: list[float], c: dict) -> tuple[str, float]:
+    p = _probs(w, c["rows"])
+    best = [(c["labels"][i], p[i]) for i in range(len(p)) if c["labels"][i] != NONE]
+    return max(best, key=lambda t: t[1]) if best else ("", 0.0)
+
+
+def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: int) -> Path:
+    path = ROOT / "src" / "sparkops" / "knowledge" / "diagnose_model.yaml"
+    lines = [
+        "# The learned decision layer of `spark-ops diagnose` (sparkops/diagnose/learned.py, issue 18).",
+        "# Written by `python benchmarks/diagnose_learn.py --write`: do not edit by hand; retrain after a change to",
+        "# the rules (symptoms.yaml) or to the labelled sets. A conditional logit over the rules' candidates and",
+        "# \"none\": utility(gotcha) = prior[gotcha] + sum(candidate[k] * feature[k]); utility(none) = sum(none[k] *",
+        "# feature[k]); probabilities by softmax. A gotcha is answered when it is the most likely and its probability",
+        "# reaches answer_at (chosen by grouped cross-validation by source on the training sets).",
+        "version: 1",
+        f"last_verified: {date.today().isoformat()}",
+        f"trained_on: [{', '.join(sets)}]  # each set read by the rules version that had not seen it",
+        f"cases: {n}",
+        f"groups: {groups}",
+        f"answer_at: {bar}",
+        f"second_at: {SECOND_AT}",
+        "families:  # the measured numbers each gotcha is about (learned.py _NUMBERS)",
+    ]
+    lines += [f"  {g}: [{', '.join(f)}]" for g, f in FAMILIES.items()]
+    lines.append("priors:")
+    lines += [f"  {g}: {w[INDEX['p.' + g]]:.4f}" for g in GOTCHAS]
+    lines.append("candidate:")
+    lines += [f"  {k}: {w[INDEX['c.' + k]]:.4f}" for k in CANDIDATE_FEATURES]
+    lines.append("none:")
+    lines += [f"  {k}: {w[INDEX['n.' + k]]:.4f}" for k in NONE_FEATURES]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--folds", type=int, default=10)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--cache", type=Path, help="features JSON: read if it exists, else written (faster reruns)")
+    ap.add_argument("--policy", choices=("learned", "hybrid"), default="learned")
+    ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
+    args = ap.parse_args(argv)
+    sets = [s for s in args.sets.split(",") if s]
+    global POLICY
+    POLICY = args.policy
+    cases = load_sets(sets)
+    if args.cache and args.cache.exists():
+        import json
+        feats = json.loads(args.cache.read_text())
+        for c in cases:
+            c.update(feats[c["set"] + "/" + c["id"]])
+    else:
+        featurize(cases)
+        if args.cache:
+            import json
+            keep = ("labels", "rows", "rules", "target", "strong")
+            args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
+    if args.write:
+        bar = choose_bar(cases, folds=args.folds)
+        w = fit(cases)
+        if POLICY != "learned":
+            raise SystemExit("--write ships the learned policy only (diagnose's _learned)")
+        path = write_weights(w, bar[1], sets, len(cases), len({c["group"] for c in cases}))
+        print(f"wrote {path.relative_to(ROOT)} (answer_at {bar[1]})")
+        return 0
+    grouped_cv(cases, args.folds)
+    text = report(cases, sets, args.folds)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

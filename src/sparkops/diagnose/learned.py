@@ -1,0 +1,137 @@
+"""The learned decision layer of ``diagnose`` (issue 18): which of the rules' candidates to answer, or none.
+
+The hand-written rules (symptoms.yaml) find candidate gotchas and score them; this module reads each candidate the
+way the labelled reports taught it to, and chooses among "G1".."G10" and "none" with a conditional logit (a linear
+model per candidate, softmax over the candidates), weights from ``knowledge/diagnose_model.yaml``. Pure Python, no
+numpy, deterministic; it never raises on odd input (a missing feature counts 0).
+
+What is learned (``benchmarks/diagnose_learn.py`` retrains it under grouped cross-validation by source and rewrites the
+weights file): the weight of every feature below, one prior per gotcha, and the answer bar (the probability under
+which a gotcha is not answered, chosen inside the training folds). What is not learned: the features themselves,
+the rules that make the candidates, and the number families each gotcha cares about (data in the weights file).
+
+Features of a gotcha candidate (shared weights): its rules score (log) and share of all scores, whether it is the
+rules' top and by how much, where its evidence stands (failure lines, quotes, setup lines), whether it rests on topic
+words only or on a context rule, whether a match for it was negated ("no OOM"), whether the text holds a measured
+number of the kind the gotcha is about (tok/s, MHz/W/degrees, GiB), how many evidence lines. Features of "none": how
+much of the text reports a failure, and whether it reads like advice, a success report or a question.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED
+
+NONE = "none"
+
+CANDIDATE_FEATURES = ("log_score", "share", "is_top", "margin", "kept", "failure_evidence", "ev_failure", "ev_quoted",
+                      "ev_context", "topic_only", "ruled", "negated", "numbers", "n_evidence")
+NONE_FEATURES = ("bias", "failure_reported", "failure_lines", "failure_share", "advice", "success", "question",
+                 "context_share", "quoted_share", "length", "trace", "first_person", "headings")
+
+_NUMBERS = {  # a measured number of a kind a gotcha is about
+    "speed": re.compile(r"\d\s*(tok(en)?s?/s|tokens? per second|t/s|tps)\b|\bms ?/ ?(token|step)\b", re.IGNORECASE),
+    "thermal": re.compile(r"\d\s*(mhz|°c|ºc|degrees|w\b|watts?\b)|\d{2,3} ?c\b", re.IGNORECASE),
+    "memory": re.compile(r"\d\s*(gib|gb|mib)\b", re.IGNORECASE),
+    "bandwidth": re.compile(r"\d\s*(gb/s|gbps|gb/sec|gbit)", re.IGNORECASE),
+}
+_ADVICE = re.compile(r"\b(you (should|can|must|need|may|will)|we recommend|recommended|never (set|use|run)|"
+                     r"always (set|use|run)|tip:|guide|how to|step \d|quick take|tl;dr|learning objectives|"
+                     r"best practices?|checklist|reference|explain\w*)\b", re.IGNORECASE)
+_SUCCESS = re.compile(r"\b(works?( fine| well| great)?|worked|stable|successfully|succeeded|no issues?|without (any )?"
+                      r"(issues?|problems?)|runs? (fine|well|beautifully)|thanks?|merged|lgtm|verified|passes)\b",
+                      re.IGNORECASE)
+_TRACE = re.compile(r"^\s*(Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|\w*(Error|Exception):|"
+                    r"ERROR\b|E\d{4} |\[rank\d+\]|NVRM: |\(EngineCore|\(APIServer|RuntimeError\b)")
+_FIRST_PERSON = re.compile(r"\b(I (get|got|see|saw|hit|tried|ran|am getting|have|can't|cannot)|I'm (getting|seeing|trying)|"
+                           r"we (get|got|see|saw|hit|tried|ran)|my (spark|gx10|machine|unit|box|node|server|setup))\b",
+                           re.IGNORECASE)
+_HEADING = re.compile(r"^\s*(#{1,4} |\d+\. [A-Z]|[A-Z][\w ,'’-]{3,60}$)")
+_QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
+                       re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One gotcha the rules scored, as the learned layer sees it."""
+
+    gotcha: str
+    score: float
+    evidence_roles: tuple[str, ...]  # the role of each evidence line (reading.py)
+    failure_evidence: bool
+    topic_only: bool  # its evidence is topic words only (damped by the rules)
+    ruled: bool  # a context rule boosted or redirected evidence into it
+    negated: bool  # a match for it was read as negated ("no OOM")
+    kept: bool = True  # over the rules' own threshold (min_confidence)
+
+
+def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
+    """Features of the whole input: what "none" reads, and which number families it holds."""
+    n = max(len(lines), 1)
+    fail = sum(r == FAILURE for r in roles)
+    out = {"bias": 1.0, "failure_reported": float(fail > 0), "failure_lines": math.log1p(fail),
+           "failure_share": fail / n, "context_share": sum(r == CONTEXT for r in roles) / n,
+           "quoted_share": sum(r == QUOTED for r in roles) / n, "length": math.log1p(len(lines)) / 5.0}
+    out["advice"] = min(sum(bool(_ADVICE.search(ln)) for ln in lines), 5) / 5.0
+    out["success"] = min(sum(bool(_SUCCESS.search(ln)) for ln in lines), 5) / 5.0
+    out["question"] = min(sum(bool(_QUESTION.search(ln)) for ln in lines), 5) / 5.0
+    out["trace"] = min(sum(bool(_TRACE.search(ln)) for ln in lines), 5) / 5.0
+    out["first_person"] = min(sum(bool(_FIRST_PERSON.search(ln)) for ln in lines), 5) / 5.0
+    out["headings"] = sum(bool(_HEADING.match(ln)) for ln in lines) / n
+    for fam, rx in _NUMBERS.items():
+        out["num." + fam] = float(any(rx.search(ln) for ln in lines))
+    return out
+
+
+def candidate_features(cands: Sequence[Candidate], text: Mapping[str, float],
+                       families: Mapping[str, Sequence[str]]) -> list[dict[str, float]]:
+    """One feature dict per candidate, in the order given."""
+    total = sum(max(c.score, 0.0) for c in cands) or 1.0
+    ranked = sorted(cands, key=lambda c: -c.score)
+    out = []
+    for c in cands:
+        others = [x.score for x in ranked if x is not c]
+        best_other = max(others) if others else 0.0
+        roles = c.evidence_roles or ("plain",)
+        k = len(roles)
+        out.append({
+            "log_score": math.log1p(max(c.score, 0.0)),
+            "share": max(c.score, 0.0) / total,
+            "is_top": float(ranked[0] is c),
+            "margin": math.log1p(max(c.score - best_other, 0.0)),
+            "kept": float(c.kept),
+            "failure_evidence": float(c.failure_evidence),
+            "ev_failure": sum(r == FAILURE for r in roles) / k,
+            "ev_quoted": sum(r == QUOTED for r in roles) / k,
+            "ev_context": sum(r == CONTEXT for r in roles) / k,
+            "topic_only": float(c.topic_only),
+            "ruled": float(c.ruled),
+            "negated": float(c.negated),
+            "numbers": float(any(text.get("num." + f, 0.0) for f in families.get(c.gotcha, ()))),
+            "n_evidence": math.log1p(len(c.evidence_roles)),
+        })
+    return out
+
+
+def utilities(cands: Sequence[Candidate], text: Mapping[str, float], weights: Mapping[str, float],
+              priors: Mapping[str, float], families: Mapping[str, Sequence[str]]) -> list[tuple[str, float]]:
+    """(label, linear utility) for every candidate and for "none" (last)."""
+    out = []
+    for c, f in zip(cands, candidate_features(cands, text, families), strict=True):
+        u = priors.get(c.gotcha, 0.0) + sum(weights.get("c." + k, 0.0) * v for k, v in f.items())
+        out.append((c.gotcha, u))
+    out.append((NONE, sum(weights.get("n." + k, 0.0) * text.get(k, 0.0) for k in NONE_FEATURES)))
+    return out
+
+
+def probabilities(utils: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Softmax over the candidates and "none", best first (ties: the order given)."""
+    top = max(u for _l, u in utils)
+    ex = [(label, math.exp(max(u - top, -60.0))) for label, u in utils]
+    z = sum(e for _l, e in ex)
+    probs = [(label, e / z) for label, e in ex]
+    return sorted(probs, key=lambda t: -t[1])

@@ -1,0 +1,161 @@
+"""The learned decision layer of diagnose (issue 18, second session): sparkops/diagnose/learned.py reading the weights
+in knowledge/diagnose_model.yaml (written by benchmarks/diagnose_learn.py).
+
+The feature readers are pure, so they get property tests; the layer is checked through ``diagnose_text`` on short
+reports written for these tests, on the labelled hard negatives, and against the JSON contract."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkops.diagnose import Diagnosis, diagnose_text, load_symptoms
+from sparkops.diagnose.learned import (
+    CANDIDATE_FEATURES,
+    NONE,
+    NONE_FEATURES,
+    Candidate,
+    candidate_features,
+    probabilities,
+    text_features,
+    utilities,
+)
+from sparkops.diagnose.reading import line_roles
+from sparkops.diagnose.rules import GOTCHAS, LearnedModel, load_learned
+from sparkops.knowledge import safe_load
+
+KB = load_symptoms()
+LM = KB.learned
+HERE = Path(__file__).parent
+HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.py
+# The labelled hard negatives the shipped layer still answers with high confidence. trtllm-15941 (G8, p ~ 0.90): the
+# rules read "playbook ... fail" in its title and on a failure line; the thread's answer (the user added a flag the
+# playbook never passes) is in prose the features do not read. The holdout7 three are documentation/PR texts quoting an
+# error or a playbook, found by the blind set and left as they are (no tuning on it). Listed so any other one fails.
+KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout5/trtllm-15941-backend-tensorrt-model-map",
+                                  # found by the post-freeze blind set (holdout7, scored once, never tuned on):
+                                  "holdout7/comfyui-16438-readme-no-kernel-image-advice",
+                                  "holdout7/playbooks-98-transaction-foundation-model-playbook",
+                                  "holdout7/vllm-31338-doc-ptxas-gpu-name-troubleshooting"}
+
+
+def test_the_weights_file_is_the_packaged_learned_model():
+    assert isinstance(LM, LearnedModel) and load_learned() == LM
+    assert set(LM.priors) == set(GOTCHAS)
+    assert set(LM.candidate) == set(CANDIDATE_FEATURES) and set(LM.none) == set(NONE_FEATURES)
+    assert 0.0 < LM.answer_at <= 1.0 and LM.cases >= 275 and LM.groups >= 100
+    assert "dev" not in LM.trained_on  # dev has no blind rules version
+
+
+def test_an_unknown_feature_in_the_weights_file_is_refused():
+    data = safe_load((HERE.parents[1] / "src/sparkops/knowledge/diagnose_model.yaml").read_text(encoding="utf-8"))
+    data["candidate"]["made_up"] = 1.0
+    with pytest.raises(ValueError, match="made_up"):
+        LearnedModel.model_validate(data)
+
+
+lines_st = st.lists(st.text(max_size=120).filter(lambda s: "\n" not in s and "\r" not in s), max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines_st)
+def test_text_features_are_bounded_for_any_text(lines):
+    f = text_features(lines, line_roles(lines))
+    assert set(NONE_FEATURES) <= set(f)
+    assert all(math.isfinite(v) and v >= 0 for v in f.values())
+    shares = ("failure_share", "context_share", "quoted_share", "advice", "success", "question", "trace",
+              "first_person", "headings")
+    assert all(f[k] <= 1.0 for k in shares) and f["bias"] == 1.0
+
+
+cand_st = st.builds(Candidate, gotcha=st.sampled_from(GOTCHAS), score=st.floats(0, 20),
+                    evidence_roles=st.lists(st.sampled_from(("failure", "plain", "quoted", "context")),
+                                            max_size=6).map(tuple),
+                    failure_evidence=st.booleans(), topic_only=st.booleans(), ruled=st.booleans(),
+                    negated=st.booleans(), kept=st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(cand_st, min_size=1, max_size=5, unique_by=lambda c: c.gotcha), lines_st)
+def test_probabilities_are_a_distribution_over_the_candidates_and_none(cands, lines):
+    text = text_features(lines, line_roles(lines))
+    feats = candidate_features(cands, text, LM.families)
+    assert len(feats) == len(cands) and all(set(f) == set(CANDIDATE_FEATURES) for f in feats)
+    assert sum(f["is_top"] for f in feats) == 1
+    probs = probabilities(utilities(cands, text, LM.weights, LM.priors, LM.families))
+    assert {label for label, _p in probs} == {c.gotcha for c in cands} | {NONE}
+    assert math.isclose(sum(p for _l, p in probs), 1.0, rel_tol=1e-9)
+    assert [p for _l, p in probs] == sorted((p for _l, p in probs), reverse=True)
+
+
+def test_more_evidence_on_a_failure_line_makes_the_answer_more_likely():
+    weak = Candidate("G3", 0.6, ("plain",), False, True, False, False, False)
+    strong = Candidate("G3", 5.0, ("failure", "failure"), True, False, False, False, True)
+    text = text_features(["torch.OutOfMemoryError: CUDA out of memory"], ("failure",))
+    p = {c.score: dict(probabilities(utilities([c], text, LM.weights, LM.priors, LM.families)))["G3"]
+         for c in (weak, strong)}
+    assert p[5.0] > p[0.6]
+
+
+def test_a_clear_failure_is_answered_by_the_learned_layer():
+    d = diagnose_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB while loading the "
+                      "70B checkpoint on the GB10")
+    assert d.top == "G3" and not d.abstained and LM.answer_at <= d.findings[0].confidence <= 1.0
+
+
+def test_setup_words_in_a_success_report_abstain_with_the_reason_in_the_json():
+    d = diagnose_text("We run two Sparks with TP=2 over ConnectX-7 and NCCL. Everything works fine, thanks!")
+    assert d.top == "none" and d.abstained and d.candidates and d.candidates[0].gotcha == "G10"
+    data = json.loads(d.model_dump_json())
+    assert data["abstained"] is True and "p = " in data["abstain_reason"]
+    assert "not enough to tell" in data["abstain_reason"] and data["decide"][0]["gotcha"] == "G10"
+    assert Diagnosis.model_validate(data) == d
+
+
+def test_several_strong_problems_are_all_named():
+    text = ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+            "ImportError: Found version 0.13.0, but only versions above 0.16.0 are supported\n")
+    d = diagnose_text(text)
+    assert {f.gotcha for f in d.findings} >= {"G1", "G3"} and not d.abstained
+    assert [f.confidence for f in d.findings] == sorted((f.confidence for f in d.findings), reverse=True)
+
+
+def _hard_negatives() -> list[tuple[str, str]]:
+    out = []
+    for p in sorted(glob.glob(str(HERE / "*" / "*.yaml"))):
+        case = safe_load(Path(p).read_text(encoding="utf-8"))
+        if case["kind"] == "hard-negative" and case["label"] == "none":
+            out.append((f"{Path(p).parent.name}/{case['id']}", str(case["text"])))
+    return out
+
+
+def test_no_confident_finding_on_a_labelled_hard_negative():
+    """Every labelled hard negative of the tests' sets (kind hard-negative, label none): no finding at p >= 0.8
+    (issue 18), apart from the one listed above."""
+    hard = _hard_negatives()
+    assert len(hard) >= 130
+    confident = {name: [(f.gotcha, f.confidence) for f in d.findings if f.confidence >= HIGH]
+                 for name, text in hard for d in [diagnose_text(text, kb=KB)]}
+    confident = {k: v for k, v in confident.items() if v}
+    assert set(confident) <= KNOWN_CONFIDENT_HARD_NEGATIVES, confident
+
+
+def test_the_decision_knob_switches_back_to_the_calibration_map(tmp_path):
+    """symptoms.yaml ``scoring.decision``: "learned" (shipped) attaches the learned layer, "calibrated" is v6."""
+    from sparkops.diagnose.rules import load_file
+
+    src = (HERE.parents[1] / "src/sparkops/knowledge/symptoms.yaml").read_text(encoding="utf-8")
+    assert "decision: learned" in src and KB.scoring.decision == "learned" and KB.learned is not None
+    f = tmp_path / "symptoms.yaml"
+    f.write_text(src.replace("decision: learned", "decision: calibrated"), encoding="utf-8")
+    v6 = load_file(f)
+    assert v6.learned is None and v6.scoring.decision == "calibrated"
+    text = "We run two Sparks with TP=2 over ConnectX-7 and NCCL. Everything works fine, thanks!"
+    assert diagnose_text(text, kb=v6).abstain_reason != diagnose_text(text).abstain_reason
