@@ -255,7 +255,7 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
     from sparkops.planner import serve
     from sparkops.planner.serve_budget import neighbours
 
-    reserve = float(kb.t("g3.os_reserve_gb"))
+    reserve = kb.thresholds.g3.os_reserve_gb
     if budget_gb is not None:
         if not 0 < budget_gb < 100_000:
             raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
@@ -333,7 +333,7 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
     machine, running = _serve_machine(target, budget_gb, facts, opts, kb)
     jobs = [_beside_job(t, machine, kb) for t in beside]
-    return serve.plan_serve(shape, spec, machine, fit_margin=float(kb.t("g3.fit_margin_fraction")), beside=jobs,
+    return serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
                             running=running)
 
 

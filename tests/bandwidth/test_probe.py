@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from build_fixtures import patch
 from conftest import FIXTURES, load_facts_fixture
 from sparkops.bandwidth import probe
-from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.facts.model import BandwidthFacts, TorchLive
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import load
@@ -27,7 +26,7 @@ from sparkops.probes._run import RunResult
 
 BIN = FIXTURES / "bin"
 KB = load()
-FAST = BandwidthSettings.from_kb(KB).model_copy(update={"timeout_s": 3.0})
+FAST = KB.thresholds.bandwidth.model_copy(update={"timeout_s": 3.0})
 
 
 def fake(name: str) -> str:

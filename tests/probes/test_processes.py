@@ -19,7 +19,7 @@ from sparkops.knowledge import load as load_kb
 from sparkops.probes import CollectOptions, processes
 from sparkops.probes.processes import CMDLINE_MAX, classify, scan
 
-CAPS = load_kb().t("g6.default_caps")
+CAPS = load_kb().thresholds.g6.default_caps
 GB = 1024**3
 
 
@@ -88,7 +88,7 @@ def test_classify_accepts_a_single_string_and_setproctitle_argv0():
 
 
 def test_classify_uses_the_knowledge_base_defaults():
-    assert classify("vllm", ["vllm", "serve", "x"]) == ("vllm", load_kb().t("g6.default_caps")["vllm"], "default")
+    assert classify("vllm", ["vllm", "serve", "x"]) == ("vllm", load_kb().thresholds.g6.default_caps["vllm"], "default")
 
 
 VOCAB = ["python", "python3.12", "-m", "-c", "-X", "-W", "-u", "uv", "uvx", "run", "--with", "pipx", "conda", "-n",

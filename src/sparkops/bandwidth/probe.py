@@ -186,7 +186,7 @@ def measure(facts: Facts, kb: Knowledge | None = None, *, python: str | None = N
             alive: Callable[[int], bool] | None = None, own_pids: Collection[int] | None = None) -> Outcome:
     """Apply the refusal rules to ``facts``, then measure in the target interpreter (or image)."""
     kb = kb or load_kb()
-    settings = settings or BandwidthSettings.from_kb(kb)
+    settings = settings or kb.thresholds.bandwidth
     env = dict(os.environ) if env is None else env
     own = {os.getpid()} if own_pids is None else set(own_pids)
     assessment = refusal.assess(facts, kb, settings, alive or _pid_alive, own)

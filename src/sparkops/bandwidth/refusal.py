@@ -104,7 +104,7 @@ def assess(facts: Facts, kb: Knowledge, settings: BandwidthSettings | None = Non
            alive: Callable[[int], bool] = lambda pid: True, own_pids: Collection[int] = (),
            device_index: int = 0) -> Assessment:
     """Apply the refusal rules to ``facts``."""
-    settings = settings or BandwidthSettings.from_kb(kb)
+    settings = settings or kb.thresholds.bandwidth
     found, unlisted = neighbours(facts, settings.neighbour_kinds, alive, own_pids)
     free, source = free_memory(facts, kb, device_index)
     reasons: list[str] = []

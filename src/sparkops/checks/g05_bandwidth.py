@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import Knowledge, Profile
+from sparkops.knowledge.thresholds import Bandwidth as BandwidthSettings
 
 GID = "G5"
 GIB = 1024**3
@@ -96,7 +96,7 @@ def _level(gbs: float, low: float | None, high: float | None, settings: Bandwidt
 
 def judge_measurement(bw: BandwidthFacts, profile: Profile | None, kb: Knowledge) -> MeasuredJudgment:
     """Each method's median against its expected range; warn on the worst method below range."""
-    settings = BandwidthSettings.from_kb(kb)
+    settings = kb.thresholds.bandwidth
     spec = profile.spec_bandwidth_gbs if profile else None
     rows = []
     for m in bw.methods:

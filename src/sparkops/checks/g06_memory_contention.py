@@ -55,7 +55,7 @@ def _kind_from_name(name: str) -> str:
 
 def _neighbours(ctx: CheckContext, host: dict[int, HostProcess]) -> list[Neighbour]:
     """GPU processes first (their memory is what competes), then servers seen only in the process table."""
-    defaults: dict[str, float] = ctx.kb.t("g6.default_caps")
+    defaults: dict[str, float] = ctx.kb.thresholds.g6.default_caps
     out: list[Neighbour] = []
     seen: set[int] = set()
     for dev in ctx.facts.gpu.devices:
@@ -120,8 +120,8 @@ def check(ctx: CheckContext) -> Finding:
         return ctx.decide(GID, "G6.unread", table=str(table), source=str(ctx.facts.gpu.source))
     host = {p.pid: p for p in table} if known(table) else {}  # type: ignore[union-attr]
     kb = ctx.kb
-    near = float(kb.t("g6.near_capacity_fraction"))
-    heavy_b = float(kb.t("g6.heavy_neighbour_gb")) * GIB
+    near = kb.thresholds.g6.near_capacity_fraction
+    heavy_b = kb.thresholds.g6.heavy_neighbour_gb * GIB
     neighbours = _neighbours(ctx, host)
     evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
     warns: list[Reason] = []
@@ -141,7 +141,7 @@ def check(ctx: CheckContext) -> Finding:
             warns.append(reason("G6.heavy-uncapped", who=n.label(), mem=n.mem(), pool=pool_txt))
         elif n.mem_bytes:
             notes.append(f"small neighbour {n.label()}: {n.mem()}")
-    dstate_min = float(ctx.kb.t("g6.dstate_min_gb")) * GIB
+    dstate_min = ctx.kb.thresholds.g6.dstate_min_gb * GIB
     for hp in host.values():
         if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or hp.kind != "other"):
             warns.append(reason("G6.dstate", who=f"{hp.name} (pid {hp.pid})", rss_gib=hp.rss_bytes / GIB))

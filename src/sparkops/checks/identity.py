@@ -64,7 +64,7 @@ def headroom_gib(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     Unified memory (GB10, or NVML memory NOT_SUPPORTED): MemAvailable minus the OS/driver
     reserve. Discrete GPU: the device's free memory. No GPU: None.
     """
-    reserve = float(kb.t("g3.os_reserve_gb"))
+    reserve = kb.thresholds.g3.os_reserve_gb
     mi = facts.memory.meminfo_bytes
     if ident.platform == "none":
         return None

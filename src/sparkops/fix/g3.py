@@ -125,7 +125,7 @@ def fix_g3(action: Action = "drop-caches", *, apply: bool = False, yes: bool = F
         res.status, res.reason = "refused", f"needs root: sudo spark-ops fix G3 --apply ({SHELL[action]})"
         res.exit_code = 1
         return res
-    running = (busy_fn or (lambda: busy(kb.t("bandwidth.neighbour_kinds"))))()
+    running = (busy_fn or (lambda: busy(kb.thresholds.bandwidth.neighbour_kinds)))()
     if running and not force:
         res.status = "refused"
         res.reason = (f"a training or serving process is running ({'; '.join(running[:4])}): do it between runs; "

@@ -52,7 +52,7 @@ def default_budget_s() -> float:
     """The whole-collection deadline when the caller gives none (the CLI's default)."""
     from sparkops import api
 
-    return float(api.knowledge().t("probes.budget_s"))
+    return api.knowledge().thresholds.probes.budget_s
 
 
 def _collect_options(python: str | None, quick: bool, config_paths: list[str] | None, offline: bool,

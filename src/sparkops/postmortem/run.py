@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,14 +42,29 @@ class PostmortemReport(BaseModel):
     exit_code: int = 0
 
 
+class XidEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["application", "driver", "hardware"]  # the finding's code is xid.<kind>
+    name: str
+
+
+class XidFile(BaseModel):
+    """``knowledge/xid.yaml``: the Xid numbers postmortem names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int
+    last_verified: date
+    source: str
+    xids: dict[int, XidEntry]
+
+
 @lru_cache(maxsize=1)
 def xid_table() -> dict[int, dict[str, str]]:
-    from importlib import resources
+    from sparkops.knowledge import load_file
 
-    from sparkops.knowledge import safe_load
-
-    data = safe_load(resources.files("sparkops.knowledge").joinpath("xid.yaml").read_text(encoding="utf-8"))
-    return {int(k): dict(v) for k, v in data["xids"].items()}
+    return {k: v.model_dump() for k, v in load_file("xid.yaml", XidFile).xids.items()}
 
 
 def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemReport:
@@ -106,7 +122,7 @@ def postmortem(env: Mapping[str, str] | None = None, root: Path = Path("/"),
     """Collect and judge now (read-only, bounded)."""
     from sparkops import knowledge
 
-    hot = float(knowledge.load().t("g4.hot_c"))
+    hot = knowledge.load().thresholds.g4.hot_c
     return judge(collect.gather(env, root, log_paths), hot)
 
 

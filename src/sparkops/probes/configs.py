@@ -117,10 +117,9 @@ class Limits:
 
     @classmethod
     def from_kb(cls) -> Limits:
-        t = load_kb().t
-        return cls(int(t("g10.max_files")), int(t("g10.max_file_bytes")), int(t("g10.max_depth")),
-                   float(t("g10.time_budget_s")), frozenset(t("g10.ignore_dirs")), frozenset(t("g10.tool_json_keys")),
-                   frozenset(n.lower() for n in t("g10.not_config_names")))
+        g10 = load_kb().thresholds.g10
+        return cls(g10.max_files, g10.max_file_bytes, g10.max_depth, g10.time_budget_s, frozenset(g10.ignore_dirs),
+                   frozenset(g10.tool_json_keys), frozenset(n.lower() for n in g10.not_config_names))
 
 
 @dataclass

@@ -152,7 +152,7 @@ def collect(opts: Any) -> CudaLibFacts:
     from sparkops.knowledge import load
 
     env: Mapping[str, str] = opts.env
-    timeout_s = float(load().t("probes.subprocess_timeout_s"))
+    timeout_s = load().thresholds.probes.subprocess_timeout_s
     tool = find_cuobjdump(env)
     return CudaLibFacts(
         ldconfig=read_ldconfig(env, timeout_s),

@@ -341,7 +341,7 @@ def collect(opts) -> PlaybookIssuesFacts:
     """The playbooks section for the runner."""
     kb = load_kb()
     cache_dir = opts.cache_dir or default_cache_dir(opts.env)
-    return fetch(opts.env, Path(cache_dir), opts.offline, float(kb.t("g8.timeout_s")), float(kb.t("g8.cache_ttl_s")))
+    return fetch(opts.env, Path(cache_dir), opts.offline, kb.thresholds.g8.timeout_s, kb.thresholds.g8.cache_ttl_s)
 
 
 def unavailable(why: Why, detail: str) -> PlaybookIssuesFacts:

@@ -197,7 +197,7 @@ def _kind(name: str, argv: list[str]) -> tuple[str, list[str]]:
 def classify(name: str, cmdline: Sequence[str] | str,
              default_caps: Mapping[str, float] | None = None) -> tuple[str, float | None, str]:
     """(kind, memory fraction, its source) for one process. Pure; hypothesis-tested not to raise."""
-    caps = default_caps if default_caps is not None else load_kb().t("g6.default_caps")
+    caps = default_caps if default_caps is not None else load_kb().thresholds.g6.default_caps
     argv = _split(cmdline)
     kind, args = _kind(name or "", argv)
     fraction, source = _fraction(kind, args, caps)
@@ -261,15 +261,15 @@ def collect(opts) -> ProcessFacts:
     import psutil
 
     kb = load_kb()
-    heavy = int(float(kb.t("g6.heavy_neighbour_gb")) * 1024**3)
-    deadline = time.monotonic() + float(kb.t("probes.subprocess_timeout_s"))
+    heavy = int(kb.thresholds.g6.heavy_neighbour_gb * 1024**3)
+    deadline = time.monotonic() + kb.thresholds.probes.subprocess_timeout_s
     attrs = ["pid", "ppid", "name", "cmdline", "status", "memory_info"]
     try:
         infos = (p.info for p in psutil.process_iter(attrs, ad_value=None))
-        facts = scan(infos, os.getpid(), heavy, kb.t("g6.default_caps"), deadline)
+        facts = scan(infos, os.getpid(), heavy, kb.thresholds.g6.default_caps, deadline)
     except (psutil.Error, OSError) as exc:
         return unavailable(Why.error, f"process scan failed: {exc}")
-    return recheck_disk_sleep(facts, float(kb.t("g6.dstate_recheck_s")), _status_of, heavy)
+    return recheck_disk_sleep(facts, kb.thresholds.g6.dstate_recheck_s, _status_of, heavy)
 
 
 def _status_of(pid: int) -> str | None:

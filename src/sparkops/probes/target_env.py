@@ -52,10 +52,10 @@ class Limits:
 
         kb = load()
         return cls(
-            quick_timeout_s=float(kb.t("probes.target_quick_timeout_s")),
-            live_timeout_s=float(kb.t("probes.target_live_timeout_s")),
-            elf_max_files=int(kb.t("probes.elf_max_files")),
-            elf_budget_s=float(kb.t("probes.elf_budget_s")),
+            quick_timeout_s=kb.thresholds.probes.target_quick_timeout_s,
+            live_timeout_s=kb.thresholds.probes.target_live_timeout_s,
+            elf_max_files=kb.thresholds.probes.elf_max_files,
+            elf_budget_s=kb.thresholds.probes.elf_budget_s,
         )
 
     def within(self, budget_s: float, margin_s: float = 1.0) -> Limits:
@@ -141,8 +141,8 @@ class ContainerLimits:
         from sparkops.knowledge import load
 
         kb = load()
-        return cls(float(kb.t("setup.container_inspect_timeout_s")), float(kb.t("setup.container_quick_timeout_s")),
-                   float(kb.t("setup.container_live_timeout_s")))
+        return cls(kb.thresholds.setup.container_inspect_timeout_s, kb.thresholds.setup.container_quick_timeout_s,
+                   kb.thresholds.setup.container_live_timeout_s)
 
     def within(self, budget_s: float, margin_s: float = 1.0) -> ContainerLimits:
         """Each bound cut to end ``margin_s`` before ``budget_s`` (0: no cut)."""
@@ -344,7 +344,7 @@ def facts_from_quick(payload: Mapping[str, Any], limits: Limits, scan: bool = Tr
     elif isinstance(sources, dict):
         from sparkops.knowledge import load
 
-        kernel_packages = frozenset(load().t("g7.kernel_packages"))
+        kernel_packages = frozenset(load().thresholds.g7.kernel_packages)
         extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s, kernel_packages)
         ext: list[ExtensionNeeds] | Unavailable = extensions
     else:

@@ -59,10 +59,7 @@ class SoakReport(BaseModel):
 
 
 def thresholds(kb: Any) -> dict[str, float]:
-    return {k: float(kb.t(f"soak.{k}")) for k in (
-        "preroll_s", "cooldown_s", "start_timeout_s", "stop_grace_s", "max_minutes", "max_matrix_bytes",
-        "ramp_fraction", "tflops_drop_fraction", "clock_drop_fraction", "power_drop_fraction", "temp_rise_c",
-        "cv_rise_pct", "interval_s")}
+    return {k: float(v) for k, v in kb.thresholds.soak.model_dump().items()}
 
 
 def _cap(kb: Any, gpu_name: str | None) -> tuple[float | None, str, str]:
@@ -103,12 +100,11 @@ def _default_assess(python: str | None, env: Mapping[str, str], kb: Any) -> tupl
     from sparkops import api
     from sparkops.bandwidth import refusal
     from sparkops.bandwidth.report import COLLECT_PROBES
-    from sparkops.bandwidth.settings import BandwidthSettings
 
     opts = api.CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=float(kb.t("probes.budget_s")))
+                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s)
     facts = api.collect(opts)
-    a = refusal.assess(facts, kb, BandwidthSettings.from_kb(kb), own_pids={os.getpid()})
+    a = refusal.assess(facts, kb, kb.thresholds.bandwidth, own_pids={os.getpid()})
     return list(a.reasons), None
 
 
