@@ -367,7 +367,8 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         facts = load_facts(Path(facts))
     elif facts is None:
         facts = collect(opts)
-    tri = gpu_visibility.triage(facts)
+    kb = load()
+    tri = gpu_visibility.triage(facts, kb)
     live = facts.target.live
     sees = live.cuda_available if isinstance(live, TorchLive) and live.import_ok else None
     return {
@@ -378,7 +379,7 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         "hypotheses": [{"number": n, "hypothesis": h, "status": st} for n, h, st in tri.steps()],
         "fired": tri.fired,
         "reason": tri.reason,
-        "fix": tri.fix(),
+        "fix": tri.fix(kb),
     }
 
 

@@ -140,12 +140,13 @@ def _opts(python: Path | None, quick: bool, config: list[Path] | None, offline: 
           engine: str | None = None) -> api.CollectOptions:
     from sparkops import api
 
-    th = api.knowledge().thresholds  # a container start costs seconds
+    kb = api.knowledge()  # loaded once here and passed to the probes
+    th = kb.thresholds  # a container start costs seconds
     budget = budget if budget is not None else (th.setup.container_budget_s if container else th.probes.budget_s)
     return api.CollectOptions(depth="quick" if quick else "full", python=str(python) if python else None,
                               config_paths=tuple(config or ()), offline=offline, budget_s=budget,
                               counter_window_s=0.1 if quick else 1.0,  # full: hidden behind the torch import
-                              container_engine=_engine(engine))
+                              container_engine=_engine(engine), kb=kb)
 
 
 def _engine(engine: str | None) -> str:

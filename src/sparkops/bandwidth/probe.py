@@ -253,7 +253,7 @@ def attach(facts: Facts, opts: Any, kb: Knowledge | None = None) -> Facts:
     rules see their facts and nothing of ours competes) and a ``bandwidth`` probe record."""
     t0 = time.monotonic()
     try:
-        out = measure(facts, kb, python=opts.python, env=opts.env, container_ref=opts.container_ref)
+        out = measure(facts, kb or opts.knowledge(), python=opts.python, env=opts.env, container_ref=opts.container_ref)
     except Exception as exc:  # a bug here must not take the preflight down
         out = _failed("error", f"bandwidth probe failed: {type(exc).__name__}: {exc}"[:500])
     source = "container" if opts.container_ref else "target python"

@@ -127,7 +127,7 @@ def bandwidth(python: str | None = None, size_bytes: int | None = None, force: b
     kb = kb or api.knowledge()
     env = dict(os.environ) if env is None else dict(env)
     opts = api.CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s)
+                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
     if container:
         opts = api.container_options(opts, container, kb)
     facts = api.collect(opts)

@@ -227,7 +227,7 @@ def check(ctx: CheckContext) -> Finding:
 
     # -- torch imports but sees no GPU although the host has one: the triage decides whose problem it is
     if tl is not None and tl.import_ok and gpu_host and tl.cuda_available is False and cuda_major:
-        tri = gpu_visibility.triage(facts)
+        tri = gpu_visibility.triage(facts, kb)
         err = f" ({tl.cuda_error})" if tl.cuda_error else ""
         if tri.fired is not None and tri.fired < 5:
             notes.append(f"torch {version} imports but sees no GPU{err}: {tri.summary()} — a visibility problem "

@@ -13,7 +13,6 @@ from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 
 GID = "G7"
-SM121 = (12, 1)
 
 
 def engine_kernels(ctx: CheckContext) -> dict[str, list[str]]:
@@ -65,7 +64,7 @@ def check(ctx: CheckContext) -> Finding:
     if not has_fp4:
         return ctx.decide(GID, "G7.no-fp4", name=name, cap=cap_txt, evidence=evidence)
     planned = ctx.workload.precision
-    if cap != SM121:
+    if cap != ctx.kb.thresholds.g7.sm121_capability:
         return ctx.decide(GID, "G7.not-sm121", name=name, cap=cap_txt, evidence=evidence)
     found = _sm121a_evidence(ctx, list(ctx.kb.thresholds.g7.sm121a_markers))
     evidence.append(ev("sm_121a evidence", found))

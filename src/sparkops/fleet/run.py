@@ -201,7 +201,7 @@ def _collect_options(opts: FleetOptions, environ: dict[str, str]) -> Any:
         th.setup.container_budget_s if opts.container else th.probes.budget_s)
     co = api.CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
                             config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
-                            env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0)
+                            env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0, kb=kb)
     if opts.container:
         co = api.container_options(co, opts.container, kb)
     return co

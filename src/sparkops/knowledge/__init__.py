@@ -140,13 +140,6 @@ class Knowledge(_Model):
         """The catalog entry of a sub-code (``G3.page-cache`` lives under ``G3``)."""
         return self.gotchas[code.split(".", 1)[0]].codes[code]
 
-    def t(self, key: str) -> Any:
-        """A threshold by dotted key, e.g. ``t("g3.os_reserve_gb")``."""
-        node: Any = self.thresholds
-        for part in key.split("."):
-            node = getattr(node, part)
-        return node
-
     def with_thresholds(self, section: str, **values: Any) -> Knowledge:
         """A copy with some numbers of one ``thresholds.yaml`` section replaced and validated (tests,
         what-ifs); an unknown section or key fails as loading would."""

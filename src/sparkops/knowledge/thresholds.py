@@ -24,6 +24,7 @@ class G1(_Section):
     torch_indexes: tuple[str, ...]  # download.pytorch.org/whl/<index>, oldest first
     per_cuda_variant_token: str  # regex: the CUDA token in a per-CUDA-version library's file name
     cuda_lib_wheels: dict[str, list[str]]  # DT_NEEDED soname -> pip distributions that ship it
+    fallback_cuda_major: int  # the CUDA major torch must carry when the driver's CUDA version was not read
 
 
 class G3(_Section):
@@ -62,6 +63,7 @@ class G7(_Section):
     """NVFP4 (G7)."""
 
     nvfp4_min_capability_major: int
+    sm121_capability: tuple[int, int]  # GB10's compute capability: NVFP4 needs sm_121a kernels there
     sm121a_markers: tuple[str, ...]  # build-target evidence of sm_121a kernels
     kernel_packages: tuple[str, ...]  # distributions whose extensions are read for sm_121a code
 

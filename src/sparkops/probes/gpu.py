@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 
-from sparkops import knowledge
 from sparkops.facts.model import GpuDevice, GpuFacts
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.probes import CollectOptions, early, nvidia_smi, nvml
@@ -101,7 +100,7 @@ def collect(
 ) -> GpuFacts:
     """The ``gpu`` section. Never raises; each fallback says why it was needed."""
     window = max(0.0, float(opts.counter_window_s))
-    kb = knowledge.load()
+    kb = opts.knowledge()
     started = time.monotonic()
     if _nvml_wanted(opts, use_nvml):
         got = _bounded(lambda: from_nvml(nvml_module, window, sleep), kb.thresholds.probes.nvml_timeout_s)

@@ -260,7 +260,7 @@ def collect(opts) -> ProcessFacts:
     """The process section for the runner (live psutil scan)."""
     import psutil
 
-    kb = load_kb()
+    kb = opts.knowledge()
     heavy = int(kb.thresholds.g6.heavy_neighbour_gb * 1024**3)
     deadline = time.monotonic() + kb.thresholds.probes.subprocess_timeout_s
     attrs = ["pid", "ppid", "name", "cmdline", "status", "memory_info"]

@@ -102,7 +102,7 @@ def _default_assess(python: str | None, env: Mapping[str, str], kb: Any) -> tupl
     from sparkops.bandwidth.report import COLLECT_PROBES
 
     opts = api.CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s)
+                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
     facts = api.collect(opts)
     a = refusal.assess(facts, kb, kb.thresholds.bandwidth, own_pids={os.getpid()})
     return list(a.reasons), None
