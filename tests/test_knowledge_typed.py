@@ -168,3 +168,31 @@ def test_any_unknown_key_in_any_section_fails_naming_it(section, key):
         knowledge.ThresholdsFile.model_validate(raw)
     msg = knowledge.validation_message("thresholds.yaml", exc.value)
     assert f"knowledge/thresholds.yaml: thresholds.{section}.{key}: Extra inputs are not permitted" in msg
+
+
+def test_the_probes_take_the_knowledge_passed_in_and_never_load_their_own(monkeypatch, tmp_path):
+    """Every probe runs with ``CollectOptions(kb=...)`` while every way a probe could load the packaged
+    knowledge itself raises: no record may carry that error, and the passed-in numbers are the ones used."""
+    import sys
+
+    from sparkops import probes
+    from sparkops.probes import configs, processes
+
+    kb = knowledge.load().with_thresholds("g10", max_files=1)  # the config scan must stop after one file
+
+    def boom():
+        raise AssertionError("a probe loaded its own knowledge")
+
+    monkeypatch.setattr(knowledge, "load", boom)
+    for mod in (configs, processes):
+        monkeypatch.setattr(mod, "load_kb", boom)
+    for i in range(3):
+        (tmp_path / f"c{i}.yaml").write_text("tensor_parallel_size: 2\n", encoding="utf-8")
+    opts = probes.CollectOptions(depth="quick", python=sys.executable, offline=True, budget_s=30.0,
+                                 counter_window_s=0.0, config_paths=(tmp_path,), cache_dir=tmp_path / "cache",
+                                 env={"PATH": "/nonexistent", "SPARKOPS_NO_NVML": "1"}, kb=kb)
+    facts = probes.collect(opts)
+    assert set(facts.probes) == set(probes.PROBES)
+    for name, rec in facts.probes.items():
+        assert "loaded its own knowledge" not in rec.reason, name
+    assert facts.configs.scanned and facts.configs.files_read == 1 and facts.configs.truncated
