@@ -25,7 +25,6 @@ from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod, Facts, ProbeRecord, TorchLive
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.knowledge import Knowledge
-from sparkops.knowledge import load as load_kb
 from sparkops.probes import _run, target_launch
 from sparkops.probes.target_env import last_stage, parse_result
 
@@ -180,12 +179,11 @@ def _live_says_no(facts: Facts) -> tuple[str, str] | None:
     return None
 
 
-def measure(facts: Facts, kb: Knowledge | None = None, *, python: str | None = None,
+def measure(facts: Facts, kb: Knowledge, *, python: str | None = None,
             env: Mapping[str, str] | None = None, size_bytes: int | None = None, force: bool = False,
             container_ref: str = "", settings: BandwidthSettings | None = None,
             alive: Callable[[int], bool] | None = None, own_pids: Collection[int] | None = None) -> Outcome:
     """Apply the refusal rules to ``facts``, then measure in the target interpreter (or image)."""
-    kb = kb or load_kb()
     settings = settings or kb.thresholds.bandwidth
     env = dict(os.environ) if env is None else env
     own = {os.getpid()} if own_pids is None else set(own_pids)

@@ -18,7 +18,6 @@ from sparkops.checks.base import Finding, Status
 from sparkops.facts.model import BandwidthFacts, Facts
 from sparkops.facts.reading import known
 from sparkops.knowledge import Knowledge
-from sparkops.knowledge import load as load_kb
 
 GIB = 1024**3
 COLLECT_PROBES = ("gpu", "memory", "processes", "host")  # what the refusal rules and G5's identity read
@@ -76,11 +75,10 @@ def exit_code(status: str, finding: Finding, far_below: bool) -> int:
     return 0
 
 
-def build(facts: Facts, out: Outcome, kb: Knowledge | None = None, forced: bool = False) -> BandwidthReport:
+def build(facts: Facts, out: Outcome, kb: Knowledge, forced: bool = False) -> BandwidthReport:
     """Judge the outcome (G5 on the facts with the measurement in them) into the report."""
     from sparkops.checks import context, g05_bandwidth, identity
 
-    kb = kb or load_kb()
     facts = facts.model_copy(update={"bandwidth": out.section})
     ctx = context(facts, kb)
     finding = g05_bandwidth.check(ctx)

@@ -292,9 +292,11 @@ def postmortem(
     cause with its G-number (thermal shutdown G4, OOM killer G3 with the victim and its size, the driver's
     out-of-memory wedge G3, hardware vs application Xids, kernel panic, an unclean end with no log), with
     the sources it could not read and why."""
+    from sparkops import api
     from sparkops.postmortem import run
 
-    return run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())])).model_dump(mode="json")
+    return run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())]),
+                          kb=api.knowledge()).model_dump(mode="json")
 
 
 @dataclass(frozen=True)

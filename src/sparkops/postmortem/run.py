@@ -118,12 +118,9 @@ def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemR
 
 
 def postmortem(env: Mapping[str, str] | None = None, root: Path = Path("/"),
-               log_paths: Sequence[Path] = (Path.cwd(),)) -> PostmortemReport:
-    """Collect and judge now (read-only, bounded)."""
-    from sparkops import knowledge
-
-    hot = knowledge.load().thresholds.g4.hot_c
-    return judge(collect.gather(env, root, log_paths), hot)
+               log_paths: Sequence[Path] = (Path.cwd(),), *, kb: Any) -> PostmortemReport:
+    """Collect and judge now (read-only, bounded), against ``kb`` (the loaded knowledge: G4's hot_c)."""
+    return judge(collect.gather(env, root, log_paths), kb.thresholds.g4.hot_c)
 
 
 def render(rep: PostmortemReport) -> str:

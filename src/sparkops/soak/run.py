@@ -179,16 +179,15 @@ def _rel(epoch: float | None, first_stamp: float | None) -> float | None:
 
 def soak(minutes: float, python: str | None = None, *, force: bool = False, log_path: Path | None = None,
          interval_s: float | None = None, compare_path: Path | None = None, save_baseline: Path | None = None,
-         env: Mapping[str, str] | None = None, kb: Any = None, sampler: Any = None,
+         env: Mapping[str, str] | None = None, kb: Any, sampler: Any = None,
          assess: Callable[[str | None, Mapping[str, str], Any], tuple[list[str], str | None]] | None = None,
          on_row: Callable[[Sample], None] | None = None) -> SoakReport:
-    """Run the soak now. ``sampler``/``assess`` are injectable (tests); bad input raises InputError."""
-    from sparkops import knowledge
+    """Run the soak now against ``kb`` (the loaded knowledge). ``sampler``/``assess`` are injectable (tests);
+    bad input raises InputError."""
     from sparkops.monitor import analyze
     from sparkops.monitor.sampler import Sampler, run_sampling
     from sparkops.probes import target_launch
 
-    kb = kb or knowledge.load()
     th = thresholds(kb)
     env = dict(os.environ) if env is None else dict(env)
     if not 0 < minutes <= th["max_minutes"]:
