@@ -196,3 +196,15 @@ def test_the_probes_take_the_knowledge_passed_in_and_never_load_their_own(monkey
     for name, rec in facts.probes.items():
         assert "loaded its own knowledge" not in rec.reason, name
     assert facts.configs.scanned and facts.configs.files_read == 1 and facts.configs.truncated
+
+
+def test_postmortem_fix_texts_are_data_and_every_cause_has_one(patched):
+    from sparkops.postmortem import classify
+    from sparkops.postmortem.run import XidFile, cause_fixes
+
+    assert set(cause_fixes()) == classify.FIX_KEYS
+    text = (KNOWLEDGE_DIR / "xid.yaml").read_text(encoding="utf-8")
+    assert "\n  panic: " in text
+    patched("xid.yaml", text.replace("\n  panic: ", "\n  panik: "))
+    with pytest.raises(KnowledgeFileError, match=r"knowledge/xid\.yaml: fixes: .*missing \['panic'\], unknown \['panik'\]"):
+        load_file("xid.yaml", XidFile)

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sparkops.postmortem import classify, collect
 from sparkops.postmortem.classify import Cause, Finding
@@ -50,7 +50,7 @@ class XidEntry(BaseModel):
 
 
 class XidFile(BaseModel):
-    """``knowledge/xid.yaml``: the Xid numbers postmortem names."""
+    """``knowledge/xid.yaml``: the Xid numbers postmortem names, and the fix each cause names."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -58,6 +58,15 @@ class XidFile(BaseModel):
     last_verified: date
     source: str
     xids: dict[int, XidEntry]
+    fixes: dict[str, str]
+
+    @field_validator("fixes")
+    @classmethod
+    def _every_cause(cls, v: dict[str, str]) -> dict[str, str]:
+        if set(v) != classify.FIX_KEYS:
+            missing, unknown = sorted(classify.FIX_KEYS - set(v)), sorted(set(v) - classify.FIX_KEYS)
+            raise ValueError(f"want exactly the causes {sorted(classify.FIX_KEYS)}; missing {missing}, unknown {unknown}")
+        return v
 
 
 @lru_cache(maxsize=1)
@@ -65,6 +74,13 @@ def xid_table() -> dict[int, dict[str, str]]:
     from sparkops.knowledge import load_file
 
     return {k: v.model_dump() for k, v in load_file("xid.yaml", XidFile).xids.items()}
+
+
+def cause_fixes() -> dict[str, str]:
+    """The fix each postmortem cause names (``knowledge/xid.yaml`` ``fixes:``)."""
+    from sparkops.knowledge import load_file
+
+    return load_file("xid.yaml", XidFile).fixes
 
 
 def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemReport:
@@ -104,7 +120,8 @@ def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemR
             if own is not None:
                 own["log"] = s.path
                 break
-    cause = classify.verdict(findings, unclean=unclean, log_read=journal_read or kern_read, own=own)
+    cause = classify.verdict(findings, unclean=unclean, log_read=journal_read or kern_read, own=own,
+                             fixes=cause_fixes())
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.code] = counts.get(f.code, 0) + 1
