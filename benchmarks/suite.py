@@ -223,8 +223,8 @@ def _preflight_section(python: str, runs: int, quick_only: bool, has_torch: bool
 
 def bandwidth_section(python: str, rounds: int, goals: Goals) -> list[str]:
     from sparkops.bandwidth import probe
-    from sparkops.bandwidth.settings import BandwidthSettings
     from sparkops.knowledge import load
+    from sparkops.knowledge.bandwidth import BandwidthSettings
 
     lines = ["## Device memory bandwidth", ""]
     goal_names = [("probe copy vs best-effort copy, same run", ">= 98%"),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkops.checks import CHECKS, context
-from sparkops.checks.base import Finding
+from sparkops.core.findings import Finding
 from sparkops.facts.model import (
     CgroupMemFacts,
     ConfigHit,
@@ -46,8 +46,8 @@ from sparkops.facts.model import (
     TorchStatic,
 )
 from sparkops.facts.reading import Why, missing
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import load
-from sparkops.workload import Workload
 
 FACTS_DIR = Path(__file__).parent / "fixtures" / "facts"
 KIB = 1024

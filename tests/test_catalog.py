@@ -51,7 +51,7 @@ def test_every_gotcha_is_exercised_by_a_fixture_with_a_non_pass_finding():
     kb = load()
     seen: set[str] = set()
     for name in bf.SCENARIOS:
-        _, findings = sparkops.checks.judge(load_facts_fixture(name), kb, bf.WORKLOADS[name])
+        findings = sparkops.checks.judge(load_facts_fixture(name), kb, bf.WORKLOADS[name]).findings
         seen |= {f.gotcha for f in findings if f.status.value != "pass"}
     assert set(GIDS) <= seen, f"no fixture shows a non-pass finding for {sorted(set(GIDS) - seen)}"
 
@@ -61,7 +61,7 @@ def test_every_gotcha_fails_or_warns_in_some_fixture_or_test_scenario():
     kb = load()
     hit: set[str] = set()
     for name in bf.SCENARIOS:
-        _, findings = sparkops.checks.judge(load_facts_fixture(name), kb, bf.WORKLOADS[name])
+        findings = sparkops.checks.judge(load_facts_fixture(name), kb, bf.WORKLOADS[name]).findings
         hit |= {f.gotcha for f in findings if f.status.value in ("fail", "warn")}
     assert {"G1", "G2", "G3", "G6", "G8", "G9", "G10"} <= hit
 

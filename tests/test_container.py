@@ -161,7 +161,7 @@ def test_container_alias_resolves_through_the_lock_like_docker_run(tmp_path):
 
 
 def test_container_bad_lock_is_an_input_error(tmp_path):
-    from sparkops.errors import InputError
+    from sparkops.core.errors import InputError
 
     lock = tmp_path / "lock.json"
     lock.write_text("{nope")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkops.workload import merge, parse_workload
+from sparkops.facts.workload import merge, parse_workload
 
 
 def test_qlora_line_from_the_issue():

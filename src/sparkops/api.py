@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import importlib
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
-from sparkops import __version__
-from sparkops.facts.model import Facts, ProbeRecord, implausible_readings
+from sparkops.facts.model import Facts
 from sparkops.facts.reading import known
+from sparkops.facts.redact import redact_model
 from sparkops.facts.snapshot import load_facts, save_facts, write_atomic
-from sparkops.knowledge import Gotcha, Knowledge, load, load_matrix_file
+from sparkops.facts.workload import Workload
+from sparkops.knowledge import Gotcha, Knowledge, load, load_with_matrix
 from sparkops.probes import CollectOptions
 from sparkops.probes import collect as _collect
-from sparkops.workload import Workload
 
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
     from sparkops.report.model import Report
@@ -28,27 +25,16 @@ __all__ = ["CollectOptions", "collect", "preflight", "plan", "serve_plan", "buil
 
 def knowledge(matrix: Path | None = None) -> Knowledge:
     """The packaged knowledge, optionally with a user-supplied newer stack matrix."""
-    kb = load()
-    if matrix is not None:
-        kb = kb.model_copy(update={"matrix": load_matrix_file(matrix)})
-    return kb
+    return load_with_matrix(matrix)
 
 
 def container_options(opts: CollectOptions | None, image: str, kb: Knowledge | None = None,
                       lock: Path | None = None) -> CollectOptions:
     """``opts`` whose target probe runs inside ``image`` (``--container``): an alias (ngc, unsloth)
     or a tag pinned in the lock file resolves as in ``spark-ops setup docker-run``."""
-    from dataclasses import replace
-
     from sparkops import setup
-    from sparkops.errors import InputError
 
-    try:
-        resolved, ref, _pinned = setup.run_ref(image, lock, (kb or load()).matrix)
-    except setup.SetupError as exc:
-        raise InputError(str(exc)) from exc
-    base = opts or CollectOptions()
-    return replace(base, container_image=resolved, container_ref=ref)
+    return setup.container_options(opts, image, (kb or load()).matrix, lock)
 
 
 def _live_opts(facts: Facts | Path | None, opts: CollectOptions | None, container: str | None,
@@ -57,7 +43,7 @@ def _live_opts(facts: Facts | Path | None, opts: CollectOptions | None, containe
     if container is None:
         return opts
     if facts is not None:
-        from sparkops.errors import InputError
+        from sparkops.core.errors import InputError
 
         raise InputError("--container probes an image now; it cannot be combined with --facts")
     return container_options(opts, container, kb)
@@ -65,26 +51,12 @@ def _live_opts(facts: Facts | Path | None, opts: CollectOptions | None, containe
 
 def target_label(facts: Facts) -> str:
     """The judged interpreter, and the image and digest when it ran in a container."""
-    t = facts.target
-    if not t.container_ref:
-        return t.python
-    digest = t.container_digest if isinstance(t.container_digest, str) else None
-    if digest is None and t.container_digest is not None:
-        digest = f"digest unavailable: {t.container_digest}"
-    label = f"{t.python or 'python'} in container {t.container_ref}" + (f" ({digest})" if digest else "")
-    return label + (f" via {t.container_engine}" if t.container_engine else "")
+    from sparkops.report.build import target_label as label
+
+    return label(facts)
 
 
-def _container_json(facts: Facts) -> dict | None:
-    t = facts.target
-    if not t.container_ref:
-        return None
-    digest = t.container_digest
-    return {"image": t.container_image, "ref": t.container_ref, "engine": t.container_engine,
-            "digest": digest if isinstance(digest, str) or digest is None else digest.model_dump(mode="json")}
-
-
-JUDGING_MODULES = ("sparkops.checks", "sparkops.report.model")
+JUDGING_MODULES = ("sparkops.checks", "sparkops.report.model", "sparkops.report.build")
 
 
 def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = ()) -> Facts:
@@ -102,115 +74,23 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
         from sparkops.bandwidth.probe import attach
 
         facts = attach(facts, opts)
-    return redacted(facts)
+    return redact_model(facts)
 
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
                  facts_source: str = "live") -> Report:
-    """Judge a snapshot: identity, G1..G10, verdict, blocking list. Pure given its inputs."""
-    from sparkops.checks import identity as identity_check
-    from sparkops.checks import judge
-    from sparkops.checks.base import Status
-    from sparkops.checks.verdict import verdict as _verdict
-    from sparkops.report.model import GOTCHA_IDS, BlockingItem, Identity, PlanSummary, Report, check_string
+    """Judge a snapshot: the planner sizes a fine-tune first (its peak feeds G3), then identity,
+    G1..G10, verdict and blocking list (:func:`sparkops.checks.judge`), assembled into the report."""
+    from sparkops.report.build import build_report as assemble
+    from sparkops.report.model import PlanSummary
 
     kb = kb or load()
-    workload = workload or Workload()
-    plan_summary = None
-    if workload.estimated_peak_gb is None and _plannable(workload):
-        workload, plan_summary = _plan_for_preflight(facts, workload, kb)
-    ctx, findings = judge(facts, kb, workload)
-    ident = identity_check.identify(facts, kb)
-    by_id = {f.gotcha: f for f in findings}
-    verdict = _verdict(findings)
-    blocking = [BlockingItem(gotcha=f.gotcha, summary=f.summary, fix=f.fix, code=f.code, fix_where=f.fix_where)
-                for f in findings if f.status is Status.fail]
-    notes = [r for r in facts.probes.values() if not r.ok]
-    bad = implausible_readings(facts)
-    if bad:
-        notes.append(ProbeRecord(name="implausible", ok=False, source="bounds",
-                                 reason="readings outside physical bounds, judged as unknown: " + "; ".join(bad[:8])
-                                 + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")))
-    if facts.gpu.source == "nvidia-smi":
-        notes.append(ProbeRecord(name="gpu", ok=True, source="nvidia-smi",
-                                 reason=f"NVML unavailable ({facts.gpu.nvml_error}); used the nvidia-smi fallback"))
-    return redacted(Report(
-        platform=ident.platform,  # type: ignore[arg-type]
-        checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
-        headroom_gb=round(ctx.headroom_gib * 2**30 / 1e9, 1) if ctx.headroom_gib is not None else None,
-        headroom_gib=ctx.headroom_gib,
-        verdict=verdict,  # type: ignore[arg-type]
-        tool_version=__version__,
-        generated_at=datetime.now(timezone.utc),  # noqa: UP017
-        facts_collected_at=facts.collected_at,
-        facts_source=facts_source,
-        depth=facts.depth,
-        identity=Identity(
-            platform=ident.platform,  # type: ignore[arg-type]
-            profile=ident.profile.key if ident.profile else None,
-            gpu_name=ident.gpu_name,
-            capability=ident.capability,
-            arch=facts.host.arch if known(facts.host.arch) else None,  # type: ignore[arg-type]
-            driver_version=facts.gpu.driver_version if known(facts.gpu.driver_version) else None,  # type: ignore[arg-type]
-            cuda_driver_version=facts.gpu.cuda_driver_version if known(facts.gpu.cuda_driver_version) else None,  # type: ignore[arg-type]
-            unified_memory=ident.unified_memory,
-            note=by_id["identity"].summary,
-        ),
-        workload=workload,
-        findings=findings,
-        blocking=blocking,
-        probe_notes=notes,
-        target_python=target_label(facts),
-        plan=PlanSummary(**plan_summary) if plan_summary else None,
-    ))
+    workload, plan_summary = workload or Workload(), None
+    if workload.needs_planning:
+        from sparkops.planner.preflight import plan_for_preflight
 
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def redacted(model: _M) -> _M:
-    """The model with every string through the one redaction pass (facts.redact.redact_obj): what a
-    check quoted from a config or a command line cannot carry a credential out."""
-    from sparkops.facts.redact import redact_obj
-
-    return type(model).model_validate(redact_obj(model.model_dump(mode="json")))
-
-
-def _plannable(w: Workload) -> bool:
-    """A fine-tune with a model or a size: the planner can size it (inference is not planned)."""
-    return w.method in ("full", "lora", "qlora") and bool(w.model or w.params_b)
-
-
-def _plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge) -> tuple[Workload, dict]:
-    """Run the memory planner for preflight's workload against these facts' budget; its peak feeds G3.
-
-    A planner failure (unknown model, no budget) never fails preflight: G3 then says the fit was
-    not tested, and the report carries the planner's reason.
-    """
-    from sparkops.errors import InputError
-    from sparkops.planner import plan as planner
-
-    try:
-        arch, assumed = planner.arch_for(workload)
-        run = planner.run_for(workload)
-        try:
-            budget = planner.budget_from_facts(facts, kb, "facts")
-        except InputError:
-            budget = None
-        if budget is None:
-            est = planner.estimate(arch, run)
-            peak = round(est.peak_total / planner.GB, 2)
-            return workload.model_copy(update={"estimated_peak_gb": peak}), {
-                "peak_gb": peak, "verdict": None, "model": arch.name, "assumed": assumed,
-                "note": "no memory budget in the facts: the peak was estimated but not judged"}
-        res = planner.plan(arch, run, budget, kb, assumed=assumed)
-    except InputError as exc:
-        return workload, {"error": str(exc)}
-    summary = {"peak_gb": res.peak_gb, "budget_gb": res.budget_gb, "verdict": res.verdict, "model": res.model.name,
-               "assumed": assumed, "binding_phase": res.binding_phase, "max_seq_len": res.max_seq_len,
-               "run": f"{run.method} {run.framework} b{run.batch} s{run.seq_len}"
-                      f"{' gc' if run.grad_checkpointing else ''} {run.optimizer}"}
-    return workload.model_copy(update={"estimated_peak_gb": res.peak_gb}), summary
+        workload, plan_summary = plan_for_preflight(facts, workload, kb)
+    return assemble(facts, workload, kb, facts_source, PlanSummary(**plan_summary) if plan_summary else None)
 
 
 def plan(*, model: str | None = None, config: str | None = None, workload: str | Workload | None = None,
@@ -222,8 +102,8 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
     from anywhere); ``facts`` (a snapshot); else this machine's memory and GPU, collected now.
     Returns a :class:`sparkops.planner.plan.PlanResult`; bad input raises an ``InputError``.
     """
+    from sparkops.facts.workload import parse_workload
     from sparkops.planner import plan as planner
-    from sparkops.workload import parse_workload
 
     kb = kb or load()
     wl = workload if isinstance(workload, Workload) else parse_workload(workload or "")
@@ -279,10 +159,10 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
 
 def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - serve.Machine -> serve.BesideJob
     """Another job on the same pool: a server line (its footprint) or a fine-tune (its planned peak)."""
+    from sparkops.facts.workload import parse_workload
     from sparkops.planner import plan as planner
     from sparkops.planner import serve
     from sparkops.planner.serve_engines import looks_like_command, spec_from_text
-    from sparkops.workload import parse_workload
 
     name = " ".join(text.split())[:60]
     w = parse_workload(text)
@@ -367,6 +247,8 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         facts = load_facts(Path(facts))
     elif facts is None:
         facts = collect(opts)
+    from sparkops.report.build import container_json
+
     kb = load()
     tri = gpu_visibility.triage(facts, kb)
     live = facts.target.live
@@ -374,7 +256,7 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
     return {
         "torch_sees_gpu": sees,
         "target_python": target_label(facts),
-        "container": _container_json(facts),
+        "container": container_json(facts),
         "live_unavailable": "" if isinstance(live, TorchLive) else str(live),
         "hypotheses": [{"number": n, "hypothesis": h, "status": st} for n, h, st in tri.steps()],
         "fired": tri.fired,
@@ -396,12 +278,14 @@ def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
         facts = load_facts(Path(facts))
     elif facts is None:
         facts = collect(opts)
+    from sparkops.report.build import container_json
+
     g9 = g09_container_first.check(context(facts, kb))
     mx = kb.matrix
     age = (facts.collected_at.date() - mx.last_verified).days if facts.collected_at else None
     return {
         "target_python": target_label(facts),
-        "container": _container_json(facts),
+        "container": container_json(facts),
         "matrix": {"version": mx.version, "last_verified": mx.last_verified.isoformat(), "age_days": age,
                    "refresh_horizon_days": mx.refresh_horizon_days,
                    "stale": age is not None and age > mx.refresh_horizon_days},
@@ -420,7 +304,7 @@ def write_report(report: Report, path: Path) -> None:
 
 def exit_code(report: Report) -> int:
     """0 ready, 1 ready with warnings, 2 blocked (3 is the CLI's: the tool itself failed)."""
-    from sparkops.checks.verdict import exit_code as _exit_code
+    from sparkops.core.verdict import exit_code as _exit_code
 
     return _exit_code(report.verdict)
 

@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from sparkops import __version__
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.front import APP_HELP, COMMANDS, LAZY
 from sparkops.report.formats import EXIT_REPORT_NOT_WRITTEN, EXIT_TOOL_ERROR, Format
 
@@ -193,12 +193,12 @@ def preflight(
     from dataclasses import replace
 
     from sparkops import api
-    from sparkops.workload import merge
+    from sparkops.facts.workload import merge
 
     wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
                precision=precision, tensor_parallel=tp, nodes=nodes, components=component or [],
                estimated_peak_gb=peak_gb)
-    from sparkops.workload import refusals
+    from sparkops.facts.workload import refusals
 
     if problems := refusals(wl):
         raise typer.BadParameter("; ".join(problems), param_hint="--workload")
@@ -211,7 +211,7 @@ def preflight(
     out = fmt.render(rep, color=sys.stdout.isatty() and fmt is Format.table)
     sys.stdout.write(out)  # the verdict first: a report that cannot be written must not hide it
     sys.stdout.flush()
-    from sparkops.errors import OutputError
+    from sparkops.core.errors import OutputError
 
     try:
         api.write_report(rep, report)

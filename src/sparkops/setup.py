@@ -28,6 +28,7 @@ import typer
 
 if TYPE_CHECKING:
     from sparkops.knowledge import StackMatrix
+    from sparkops.probes import CollectOptions
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 3
@@ -745,3 +746,19 @@ def _exec_bare_pip(python: str | None, uv: bool, step_timeout: float | None, as_
     if v["hint"]:
         echo(f"  next: {v['hint']}")
     return int(res["exit_code"])
+
+
+def container_options(opts: CollectOptions | None, image: str, matrix: StackMatrix | None = None,
+                      lock: Path | None = None) -> CollectOptions:
+    """``opts`` whose target probe runs inside ``image`` (``--container``): an alias (ngc, unsloth)
+    or a tag pinned in the lock file resolves as in ``spark-ops setup docker-run``."""
+    from dataclasses import replace
+
+    from sparkops.core.errors import InputError
+    from sparkops.probes import CollectOptions
+
+    try:
+        resolved, ref, _pinned = run_ref(image, lock, matrix)
+    except SetupError as exc:
+        raise InputError(str(exc)) from exc
+    return replace(opts or CollectOptions(), container_image=resolved, container_ref=ref)

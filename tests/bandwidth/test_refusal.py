@@ -7,10 +7,10 @@ import pytest
 from build_fixtures import patch
 from conftest import load_facts_fixture
 from sparkops.bandwidth import refusal
-from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.facts.model import GpuProcess
 from sparkops.facts.reading import Why, missing
 from sparkops.knowledge import load
+from sparkops.knowledge.bandwidth import BandwidthSettings
 
 KB = load()
 S = KB.thresholds.bandwidth

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import g01_cuda_abi as g1
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
 from sparkops.knowledge import load
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
 
 

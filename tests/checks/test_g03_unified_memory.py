@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from build_fixtures import meminfo, patch, run_check
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
-from sparkops.workload import Workload
+from sparkops.facts.workload import Workload
 
 GIB = 1024**3
 
@@ -119,7 +119,7 @@ def test_any_meminfo_gives_exactly_one_finding(mi, peak):
 
 
 def test_workload_without_a_peak_says_its_fit_was_not_tested():
-    from sparkops.workload import parse_workload
+    from sparkops.facts.workload import parse_workload
 
     f = run_check("G3", load_facts_fixture("gb10_ngc_2509_healthy"), parse_workload("qlora 70b seq 8192"))
     assert f.status is Status.unknown  # checked, but undecided: the verdict must not read "ready"

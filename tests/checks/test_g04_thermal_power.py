@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import g04_thermal_power as g4
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
 
 HEALTHY = "gb10_ngc_2509_healthy"

@@ -9,7 +9,7 @@ import sys
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import g05_bandwidth
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod, Facts
 from sparkops.facts.reading import Why, missing
 from sparkops.knowledge import load

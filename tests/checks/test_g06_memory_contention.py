@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from build_fixtures import MIB, patch, run_check
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
-from sparkops.workload import Workload
+from sparkops.facts.workload import Workload
 
 GIB = 1024**3
 VLLM = "gb10_vllm_default"

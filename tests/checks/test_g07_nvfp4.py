@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
-from sparkops.workload import Workload
+from sparkops.core.findings import Status
+from sparkops.facts.workload import Workload
 
 NVFP4 = Workload(precision="nvfp4")
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import g08_stale_playbooks as g8
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.model import PlaybookIssue
 from sparkops.facts.reading import Why, missing
-from sparkops.workload import Workload
+from sparkops.facts.workload import Workload
 
 HEALTHY = "gb10_ngc_2509_healthy"
 

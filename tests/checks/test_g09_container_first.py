@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.reading import Why, missing
 
 HEALTHY = "gb10_ngc_2509_healthy"

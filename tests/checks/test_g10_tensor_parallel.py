@@ -12,11 +12,11 @@ from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import g10_tensor_parallel as g10
 from sparkops.checks import judge
-from sparkops.checks.base import Status
-from sparkops.checks.verdict import verdict
+from sparkops.core.findings import Status
+from sparkops.core.verdict import verdict
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import load
 from sparkops.probes.configs import scan_paths
-from sparkops.workload import Workload
 
 TP2 = "gb10_two_node_tp2"
 HIT = {"file": "/srv/serve.yaml", "line": 3, "key": "tensor_parallel_size", "value": "2", "kind": "tensor_parallel"}
@@ -129,9 +129,9 @@ def test_the_checkout_itself_holds_no_launch_config_and_the_readme_example_stays
     """Issue 15 case 1: judged from inside this repository (the README's first command's default
     scope), the healthy GB10 snapshot stays READY; nothing the tool wrote or documents is a config."""
     facts = _scanned([REPO], default_scope=True)
-    ctx, findings = judge(facts, load(), Workload(text="lora 8b bf16 trl peft", method="lora", params_b=8.0,
-                                                  precision="bf16", components=["trl", "peft"],
-                                                  estimated_peak_gb=32.0))
+    findings = judge(facts, load(), Workload(text="lora 8b bf16 trl peft", method="lora", params_b=8.0,
+                                             precision="bf16", components=["trl", "peft"],
+                                             estimated_peak_gb=32.0)).findings
     g10 = next(f for f in findings if f.gotcha == "G10")
     assert g10.status is Status.passed and g10.code == "G10.no-tp", g10.summary
     assert verdict(findings) == "ready"

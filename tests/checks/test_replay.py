@@ -10,7 +10,7 @@ import build_fixtures as bf
 import sparkops.checks
 import sparkops.knowledge
 from conftest import FIXTURES, load_facts_fixture
-from sparkops.checks import verdict
+from sparkops.core import verdict
 
 # scenario -> (platform, verdict, {check: status} for the checks the scenario is about)
 EXPECTED: dict[str, tuple[str, str, dict[str, str]]] = {
@@ -54,7 +54,8 @@ def test_committed_fixture_is_a_dated_versioned_snapshot(name):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_replay_verdict_and_key_statuses(name):
     platform, want_verdict, statuses = EXPECTED[name]
-    ctx, findings = sparkops.checks.judge(load_facts_fixture(name), sparkops.knowledge.load(), bf.WORKLOADS[name])
+    judgment = sparkops.checks.judge(load_facts_fixture(name), sparkops.knowledge.load(), bf.WORKLOADS[name])
+    ctx, findings = judgment.ctx, judgment.findings
     assert ctx.platform == platform
     got = {f.gotcha: f.status.value for f in findings}
     assert [f.gotcha for f in findings] == ["identity", *(f"G{i}" for i in range(1, 11))]
@@ -68,8 +69,8 @@ def test_replay_verdict_and_key_statuses(name):
 
 
 def test_healthy_is_ready_only_because_every_check_answered():
-    _, findings = sparkops.checks.judge(load_facts_fixture("gb10_ngc_2509_healthy"), sparkops.knowledge.load(),
-                                        bf.WORKLOADS["gb10_ngc_2509_healthy"])
+    findings = sparkops.checks.judge(load_facts_fixture("gb10_ngc_2509_healthy"), sparkops.knowledge.load(),
+                                     bf.WORKLOADS["gb10_ngc_2509_healthy"]).findings
     assert {f.status.value for f in findings} <= {"pass", "info"}
 
 
@@ -79,7 +80,7 @@ def test_blocked_scenarios_fail_for_the_reason_they_were_built_for():
                "gb10_torchao_013": ("G9", "torchao 0.13.0+git"), "no_gpu": ("identity", "no NVIDIA GPU visible")}
     training = {"gb10_two_node_tp2": bf.WORKLOADS["gb10_two_node_tp2"].model_copy(update={"method": "full"})}
     for name, (gid, text) in reasons.items():
-        _, findings = sparkops.checks.judge(load_facts_fixture(name), kb, training.get(name, bf.WORKLOADS[name]))
+        findings = sparkops.checks.judge(load_facts_fixture(name), kb, training.get(name, bf.WORKLOADS[name])).findings
         failing = [f for f in findings if f.status.value == "fail"]
         assert [f.gotcha for f in failing] == [gid], name
         assert text in failing[0].summary
@@ -94,8 +95,10 @@ EXPECTED_NO_WORKLOAD = {"gb10_ngc_2509_healthy": "ready", "gb10_bare_pip_cu128":
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_NO_WORKLOAD))
 def test_replay_without_a_workload(name):
-    _, findings = sparkops.checks.judge(load_facts_fixture(name), sparkops.knowledge.load())
+    judgment = sparkops.checks.judge(load_facts_fixture(name), sparkops.knowledge.load())
+    findings = judgment.findings
     assert verdict.verdict(findings) == EXPECTED_NO_WORKLOAD[name]
+    assert judgment.verdict == EXPECTED_NO_WORKLOAD[name]
     by = {f.gotcha: f for f in findings}
     if by["identity"].status.value != "fail":
         # no workload: only the components installed in the target are matched (issue 15)

@@ -20,11 +20,12 @@ import pytest
 from build_fixtures import patch, run_check
 from conftest import load_facts_fixture
 from sparkops.checks import identity
-from sparkops.checks.base import Finding, Reason, conclude, template_fields
+from sparkops.checks.base import Reason, conclude, template_fields
+from sparkops.core.findings import Finding
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod, Facts, ProbeRecord
 from sparkops.facts.reading import Why, missing
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import load
-from sparkops.workload import Workload
 
 GOLDEN = Path(__file__).parent / "golden" / "subcodes.json"
 GIB = 1024**3

@@ -8,8 +8,9 @@ import pytest
 
 import build_fixtures as bf
 from conftest import load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.model import ConfigHit
+from sparkops.facts.workload import Workload
 from sparkops.fleet import judge
 from sparkops.fleet.model import (
     BandwidthResult,
@@ -21,7 +22,6 @@ from sparkops.fleet.model import (
 )
 from sparkops.fleet.settings import load_fleet
 from sparkops.knowledge import load
-from sparkops.workload import Workload
 
 KB = load()
 FK = load_fleet()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.fleet import rendezvous
 from sparkops.fleet.run import decide_backend
 

@@ -9,11 +9,11 @@ from datetime import date
 from pathlib import Path
 
 from conftest import FIXTURES, load_facts_fixture
+from sparkops.facts.workload import Workload
 from sparkops.fleet import judge, render
 from sparkops.fleet.model import FleetNode, FleetReport, MemberStatus
 from sparkops.fleet.settings import load_fleet
 from sparkops.knowledge import load
-from sparkops.workload import Workload
 
 _spec = importlib.util.spec_from_file_location("build_fleet_fixtures", Path(__file__).with_name("build_fleet_fixtures.py"))
 bff = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkops.errors import OutputError
+from sparkops.core.errors import OutputError
 from sparkops.facts.snapshot import write_atomic
 from sparkops.report.formats import EXIT_REPORT_NOT_WRITTEN
 

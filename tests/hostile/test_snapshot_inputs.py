@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkops import api
-from sparkops.errors import SnapshotError
+from sparkops.core.errors import SnapshotError
 from sparkops.facts.model import BOUNDS, Facts
 from sparkops.facts.reading import Unavailable
 from sparkops.facts.snapshot import load_facts

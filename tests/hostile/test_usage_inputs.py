@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkops.facts.workload import merge, refusals
 from sparkops.monitor import daemon
 from sparkops.probes import _run
-from sparkops.workload import merge, refusals
 
 
 def spark_ops(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 
 from conftest import FIXTURES
 from sparkops import api
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.mcp_server import tools
 
 PAGE_CACHE = FIXTURES / "facts" / "gb10_page_cache.json"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.planner.architecture import (
     ArchitectureError,
     ModelArch,

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import FIXTURES, load_facts_fixture
 from sparkops import api
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.knowledge import load
 from sparkops.planner import architecture
 from sparkops.planner.plan import Budget, budget_from_facts, budget_from_target, plan
@@ -142,7 +142,7 @@ def test_nothing_to_plan_is_an_input_error():
 # ---------------------------------------------------------------- preflight integration
 
 def test_preflight_runs_the_planner_and_g3_fails_when_it_does_not_fit():
-    from sparkops.workload import parse_workload
+    from sparkops.facts.workload import parse_workload
 
     rep = api.build_report(load_facts_fixture(GB10), parse_workload("lora llama-3.1-70b seq 4096"))
     assert rep.plan is not None and rep.plan.verdict == "does-not-fit"
@@ -152,7 +152,7 @@ def test_preflight_runs_the_planner_and_g3_fails_when_it_does_not_fit():
 
 
 def test_preflight_planned_fit_leaves_g3_judged_not_unknown():
-    from sparkops.workload import parse_workload
+    from sparkops.facts.workload import parse_workload
 
     rep = api.build_report(load_facts_fixture(GB10), parse_workload("qlora llama-3.1-8b seq 2048"))
     assert rep.plan.verdict == "fits"
@@ -160,7 +160,7 @@ def test_preflight_planned_fit_leaves_g3_judged_not_unknown():
 
 
 def test_preflight_survives_an_unknown_model():
-    from sparkops.workload import parse_workload
+    from sparkops.facts.workload import parse_workload
 
     rep = api.build_report(load_facts_fixture(GB10), parse_workload("lora zorblax-13b seq 2048"))
     # a size was given, so the planner used a proxy; an unknown name alone must not break preflight
@@ -168,7 +168,7 @@ def test_preflight_survives_an_unknown_model():
 
 
 def test_explicit_peak_wins_over_the_planner():
-    from sparkops.workload import merge
+    from sparkops.facts.workload import merge
 
     rep = api.build_report(load_facts_fixture(GB10), merge("lora llama-3.1-70b seq 4096", estimated_peak_gb=10.0))
     assert rep.plan is None and not rep.checks["G3"].startswith("fail")

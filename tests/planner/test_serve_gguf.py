@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.planner import gguf
 from sparkops.planner.gguf import GGML_TYPES, GGUFError, parse_header, read_header, write_header
 

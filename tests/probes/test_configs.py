@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from build_fixtures import patch, run_check
 from conftest import FIXTURES, load_facts_fixture
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.facts.model import ConfigScanFacts
 from sparkops.facts.reading import Why
 from sparkops.probes import CollectOptions, configs

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkops import knowledge
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.monitor.csvlog import read_log, seconds, stamp
 from sparkops.soak import _load_script, run
 from sparkops.soak.metrics import SoakMetrics, compare, compute

@@ -21,10 +21,10 @@ from pydantic import ValidationError
 
 from sparkops.bandwidth import refusal
 from sparkops.bandwidth._measure_script import plan_buffer
-from sparkops.bandwidth.settings import BandwidthSettings
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod, Facts, ProbeRecord, TorchLive
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.knowledge import Knowledge
+from sparkops.knowledge.bandwidth import BandwidthSettings
 from sparkops.probes import _run, target_launch
 from sparkops.probes.target_env import last_stage, parse_result
 

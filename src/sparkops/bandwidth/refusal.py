@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from sparkops.bandwidth.settings import GIB, BandwidthSettings
 from sparkops.checks import identity
 from sparkops.facts.model import Facts
 from sparkops.facts.reading import Unavailable, Why, known
 from sparkops.knowledge import Knowledge
+from sparkops.knowledge.bandwidth import GIB, BandwidthSettings
 
 COMPUTE_KINDS = ("compute", "unknown")  # a graphics client (Xorg, gnome-shell) does not load the memory bus
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.bandwidth.probe import Outcome, measure
-from sparkops.checks.base import Finding, Status
+from sparkops.core.findings import Finding, Status
 from sparkops.facts.model import BandwidthFacts, Facts
 from sparkops.facts.reading import known
 from sparkops.knowledge import Knowledge
@@ -111,8 +111,8 @@ def build(facts: Facts, out: Outcome, kb: Knowledge, forced: bool = False) -> Ba
 
 def bandwidth(python: str | None = None, size_bytes: int | None = None, force: bool = False,
               container: str | None = None, env: Mapping[str, str] | None = None,
-              kb: Knowledge | None = None) -> BandwidthReport:
-    """Measure this machine's device memory bandwidth now (``spark-ops bandwidth``).
+              *, kb: Knowledge) -> BandwidthReport:
+    """Measure this machine's device memory bandwidth now (``spark-ops bandwidth``) against ``kb``.
 
     The gpu, memory, processes and host probes run first (quick, offline) so the refusal rules can
     see other GPU jobs and the free memory; then the measurement runs in ``python`` (or inside the
@@ -120,15 +120,15 @@ def bandwidth(python: str | None = None, size_bytes: int | None = None, force: b
     """
     import os
 
-    from sparkops import api
+    from sparkops import setup
+    from sparkops.probes import CollectOptions, collect_snapshot
 
-    kb = kb or api.knowledge()
     env = dict(os.environ) if env is None else dict(env)
-    opts = api.CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
+    opts = CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
+                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
     if container:
-        opts = api.container_options(opts, container, kb)
-    facts = api.collect(opts)
+        opts = setup.container_options(opts, container, kb.matrix)
+    facts = collect_snapshot(opts)
     out = measure(facts, kb, python=python, env=env, size_bytes=size_bytes, force=force,
                   container_ref=opts.container_ref)
     return build(facts, out, kb, forced=force)

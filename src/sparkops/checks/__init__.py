@@ -3,11 +3,13 @@
 ``CHECKS`` maps each G-number (the stable id) to its module; every module exposes
 ``check(ctx: CheckContext) -> Finding``. :func:`judge` runs identity first, then G1..G10, and
 turns a check that raises into an ``unknown`` finding naming the error (a bug in one rule
-must not hide the other nine).
+must not hide the other nine); it returns the whole :class:`Judgment` (identity, findings,
+verdict, what blocks). Rendering it into a report is the report layer's job.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 from sparkops.checks import (
@@ -23,10 +25,12 @@ from sparkops.checks import (
     g10_tensor_parallel,
     identity,
 )
-from sparkops.checks.base import CheckContext, Finding, Status
+from sparkops.checks.base import CheckContext
+from sparkops.core.findings import Finding, Status
+from sparkops.core.verdict import Verdict, verdict
 from sparkops.facts.model import Facts
+from sparkops.facts.workload import Workload
 from sparkops.knowledge import Knowledge
-from sparkops.workload import Workload
 
 CHECKS: dict[str, ModuleType] = {
     "G1": g01_cuda_abi,
@@ -48,8 +52,23 @@ def context(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> Ch
                         profile=ident.profile, headroom_gib=identity.headroom_gib(facts, ident, kb))
 
 
-def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tuple[CheckContext, list[Finding]]:
-    """Identity then G1..G10: always eleven findings, in that order."""
+@dataclass(frozen=True)
+class Judgment:
+    """Everything the checks concluded about one snapshot and workload."""
+
+    ctx: CheckContext  # what the checks were given (platform, profile, headroom)
+    identity: identity.Identity  # what this machine is (platform, profile, capability)
+    findings: list[Finding]  # identity first, then G1..G10: always eleven
+    verdict: Verdict
+
+    @property
+    def blocking(self) -> list[Finding]:
+        """The failing findings, in order: what must be fixed before the job."""
+        return [f for f in self.findings if f.status is Status.fail]
+
+
+def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> Judgment:
+    """Identity then G1..G10, and the verdict over them."""
     ctx = context(facts, kb, workload)
     ident = identity.identify(facts, kb)
     findings = [identity.check(facts, kb, ident)]
@@ -64,4 +83,4 @@ def judge(facts: Facts, kb: Knowledge, workload: Workload | None = None) -> tupl
                         detail="This is a bug in dgx-spark-ops; please report it with the facts snapshot.",
                         code="internal-error", codes=["internal-error"])
         findings.append(f)
-    return ctx, findings
+    return Judgment(ctx=ctx, identity=ident, findings=findings, verdict=verdict(findings))

@@ -7,7 +7,8 @@ Unsloth's loader switches to flash-attention-2 whenever flash-attn is importable
 
 from __future__ import annotations
 
-from sparkops.checks.base import CheckContext, Finding, ev, installed
+from sparkops.checks.base import CheckContext, ev, installed
+from sparkops.core.findings import Finding
 from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 

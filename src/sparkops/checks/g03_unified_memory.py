@@ -12,7 +12,8 @@ import math
 from typing import Any
 
 from sparkops.checks import g03_fragmentation, identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
+from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
 from sparkops.knowledge import engines_data

@@ -9,7 +9,8 @@ throttling needs 10–15 minutes of samples under load.
 
 from __future__ import annotations
 
-from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
+from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import GpuDevice
 from sparkops.facts.reading import Unavailable, Why, known
 

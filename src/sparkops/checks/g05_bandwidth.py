@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Status, ev
+from sparkops.checks.base import CheckContext, ev
+from sparkops.core.findings import Evidence, Finding, Status
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import Knowledge, Profile
-from sparkops.knowledge.thresholds import Bandwidth as BandwidthSettings
+from sparkops.knowledge.bandwidth import BandwidthSettings
 
 GID = "G5"
 GIB = 1024**3

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
+from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import HostProcess
 from sparkops.facts.reading import known
 

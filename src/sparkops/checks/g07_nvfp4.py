@@ -8,7 +8,8 @@ hardware only: without evidence of sm_121a kernels, a workload that plans NVFP4 
 from __future__ import annotations
 
 from sparkops.checks import identity
-from sparkops.checks.base import CheckContext, Evidence, Finding, ev
+from sparkops.checks.base import CheckContext, ev
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from sparkops.checks.base import CheckContext, Finding, canonical_name, ev, installed
+from sparkops.checks.base import CheckContext, canonical_name, ev, installed
+from sparkops.core.findings import Finding
 from sparkops.facts.model import PlaybookIssue
 from sparkops.facts.reading import known
 

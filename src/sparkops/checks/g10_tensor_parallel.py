@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sparkops.checks.base import CheckContext, Evidence, Finding, Reason, ev, reason
+from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import ConfigJob
 
 GID = "G10"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkops.checks import gpu_visibility
-from sparkops.checks.base import Evidence, Finding, conclude, ev, reason
+from sparkops.checks.base import conclude, ev, reason
+from sparkops.core.findings import Evidence, Finding
 from sparkops.facts.model import Facts, GpuDevice, TorchLive
 from sparkops.facts.reading import Unavailable, Why, known
 from sparkops.knowledge import Knowledge, Profile

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparkops.checks.base import Finding, Status
+from sparkops.core.findings import Finding, Status
 from sparkops.diagnose.model import FactEffect
 from sparkops.facts.model import Facts
 from sparkops.facts.reading import known
@@ -59,7 +59,7 @@ def judge(facts: Facts, catalog: Knowledge | None = None) -> FactJudgement:
 
     kb = catalog or load_catalog()
     out = FactJudgement()
-    _, findings = judge_facts(facts, kb)
+    findings = judge_facts(facts, kb).findings
     for f in findings:
         if f.gotcha == "identity":
             continue

@@ -13,6 +13,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+_M = TypeVar("_M", bound=BaseModel)
 
 MASK = "***"
 
@@ -218,3 +223,9 @@ def redact_argv(argv: list[str]) -> list[str]:
             continue
         out.append(redact_text(arg))
     return out
+
+
+def redact_model(model: _M) -> _M:
+    """The model with every string through the one redaction pass (:func:`redact_obj`): what a
+    check quoted from a config or a command line cannot carry a credential out."""
+    return type(model).model_validate(redact_obj(model.model_dump(mode="json")))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from sparkops.errors import OutputError, SnapshotError
+from sparkops.core.errors import OutputError, SnapshotError
 from sparkops.facts import model as _facts_model
 from sparkops.facts.model import FACTS_SCHEMA_VERSION, Facts, ProbeRecord
 from sparkops.facts.redact import redact_obj

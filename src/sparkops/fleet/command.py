@@ -69,8 +69,8 @@ def register(app: typer.Typer) -> None:
         """Preflight several Sparks together, run once per GPU under torchrun: every rank collects its
         facts, rank 0 compares them (torch, CUDA, NCCL, driver, container, stack, outliers, G10) and
         measures collective bandwidth. Exit 0 ready, 1 warnings, 2 blocked, 3 tool error."""
+        from sparkops.facts.workload import merge
         from sparkops.fleet import rendezvous, run
-        from sparkops.workload import merge
 
         if backend not in ("auto", "nccl", "gloo"):
             raise typer.BadParameter("auto, nccl or gloo", param_hint="--backend")

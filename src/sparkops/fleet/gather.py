@@ -56,17 +56,19 @@ class LocalFacts:
 
 
 def collect_local(opts: Any, fake: Path | None) -> LocalFacts:
-    """This machine's facts (``sparkops.api.collect``), or, for tests, a snapshot standing in for them."""
-    from sparkops import api
-    from sparkops.errors import InputError
+    """This machine's facts (``sparkops.probes.collect_snapshot``), or, for tests, a snapshot standing in
+    for them."""
+    from sparkops.core.errors import InputError
+    from sparkops.facts.snapshot import load_facts
+    from sparkops.probes import collect_snapshot
 
     if fake is not None:
         try:
-            return LocalFacts(api.load_facts(fake), f"test snapshot {fake}")
+            return LocalFacts(load_facts(fake), f"test snapshot {fake}")
         except InputError as exc:
             return LocalFacts(None, f"test snapshot {fake}", str(exc))
     try:
-        return LocalFacts(api.collect(opts), "live")
+        return LocalFacts(collect_snapshot(opts), "live")
     except Exception as exc:  # collection never raises by design; if it does, the fleet still reports
         return LocalFacts(None, "live", f"collection failed: {type(exc).__name__}: {exc}"[:500])
 

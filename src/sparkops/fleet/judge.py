@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sparkops import __version__
-from sparkops.checks.base import Evidence, Finding, Status, ev, installed
-from sparkops.checks.verdict import verdict as _verdict
+from sparkops.checks.base import ev, installed
+from sparkops.core.findings import Evidence, Finding, Status
+from sparkops.core.verdict import verdict as _verdict
 from sparkops.facts.model import TorchLive, TorchStatic
 from sparkops.facts.reading import known
+from sparkops.facts.workload import Workload
 from sparkops.fleet.collective import allreduce_seconds, human_bytes
 from sparkops.fleet.model import (
     BandwidthResult,
@@ -33,7 +35,6 @@ from sparkops.fleet.model import (
 )
 from sparkops.fleet.settings import FleetKnowledge
 from sparkops.knowledge import Knowledge
-from sparkops.workload import Workload
 
 VERDICT_ORDER = ("ready", "ready-with-warnings", "blocked")
 
@@ -550,13 +551,17 @@ def node_workload(workload: Workload, nodes_count: int) -> Workload:
 
 def build_node_reports(nodes: list[FleetNode], workload: Workload, kb: Knowledge, nodes_count: int) -> list[FleetNode]:
     """Each rank's own preflight report, judged from its facts with the fleet's node count."""
-    from sparkops.api import build_report
+    from sparkops.planner.preflight import plan_for_preflight
+    from sparkops.report.build import build_report
+    from sparkops.report.model import PlanSummary
 
     wl = node_workload(workload, nodes_count)
     out = []
     for n in nodes:
         if n.facts is not None and n.report is None:
-            n = n.model_copy(update={"report": build_report(n.facts, wl, kb, facts_source=n.facts_source)})
+            node_wl, plan = plan_for_preflight(n.facts, wl, kb)
+            report = build_report(n.facts, node_wl, kb, n.facts_source, PlanSummary(**plan) if plan else None)
+            n = n.model_copy(update={"report": report})
         out.append(n)
     return out
 

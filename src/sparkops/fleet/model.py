@@ -14,10 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkops.checks.base import Evidence, Status
+from sparkops.core.findings import Evidence, Status
 from sparkops.facts.model import Facts
+from sparkops.facts.workload import Workload
 from sparkops.report.model import Report
-from sparkops.workload import Workload
 
 FLEET_SCHEMA_VERSION = 1
 Verdict = Literal["ready", "ready-with-warnings", "blocked"]

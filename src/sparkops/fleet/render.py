@@ -6,7 +6,7 @@ the fleet check's id after the colon), so scripts that grep preflight output wor
 
 from __future__ import annotations
 
-from sparkops.checks.base import Status
+from sparkops.core.findings import Status
 from sparkops.fleet.collective import human_bytes
 from sparkops.fleet.judge import driver_version, torch_build
 from sparkops.fleet.model import FleetFinding, FleetReport

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.fleet.model import LaunchEnv
 
 REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

@@ -12,7 +12,7 @@ The order of one run:
    and publishes the decision: go (and the backend) or the missing ranks;
 2. the process group starts (``init_process_group`` on the same store), plus a gloo group for
    control messages when the backend is NCCL;
-3. each rank collects its own facts (``sparkops.api.collect``) in its own process;
+3. each rank collects its own facts (``sparkops.probes.collect_snapshot``) in its own process;
 4. once every rank says "collected" (bounded), rank 0 gathers the facts (JSON bytes, never pickles);
 5. the bandwidth probe: rank 0 plans sizes that fit every rank, all ranks time the collectives;
 6. each rank sends its timings and NCCL transport; rank 0 judges, writes, prints, publishes the
@@ -31,7 +31,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
+from sparkops.facts.workload import Workload
 from sparkops.fleet import collective, gather, judge, rendezvous
 from sparkops.fleet.model import (
     BandwidthResult,
@@ -43,7 +44,6 @@ from sparkops.fleet.model import (
     TransportInfo,
 )
 from sparkops.fleet.settings import FleetKnowledge, load_fleet
-from sparkops.workload import Workload
 
 NCCL_LOG_CAP_BYTES = 4 << 20  # NCCL's INFO output can be long; its transport lines come early
 
@@ -193,17 +193,19 @@ class StallGuard:
 
 
 def _collect_options(opts: FleetOptions, environ: dict[str, str]) -> Any:
-    from sparkops import api
+    from sparkops import setup
+    from sparkops.knowledge import load_with_matrix
+    from sparkops.probes import CollectOptions
 
-    kb = api.knowledge(opts.matrix)
+    kb = load_with_matrix(opts.matrix)
     th = kb.thresholds
     budget = opts.budget_s if opts.budget_s is not None else (
         th.setup.container_budget_s if opts.container else th.probes.budget_s)
-    co = api.CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
-                            config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
-                            env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0, kb=kb)
+    co = CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
+                        config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
+                        env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0, kb=kb)
     if opts.container:
-        co = api.container_options(co, opts.container, kb)
+        co = setup.container_options(co, opts.container, kb.matrix)
     return co
 
 
@@ -422,9 +424,9 @@ class _RankState:
     def report(self, coord: rendezvous.Coordinator, opts: FleetOptions, joined: dict[int, dict],
                texts: list[str] | None, local: gather.LocalFacts, runtime: RuntimeFacts, launch: LaunchEnv,
                measurement: collective.LocalMeasurement | None) -> FleetReport:
-        from sparkops import api
+        from sparkops.knowledge import load_with_matrix
 
-        kb = api.knowledge(opts.matrix)
+        kb = load_with_matrix(opts.matrix)
         # what the others sent at the end: timings and transport (short grace after a timeout)
         wait = self.fk.timeouts.ack_timeout_s if self.broken else self.coll_t
         ends, _ = coord.wait_all("end/", wait, ranks=None if self.go else [0])

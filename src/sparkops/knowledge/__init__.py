@@ -227,7 +227,7 @@ def load_matrix_file(path: Path) -> StackMatrix:
     """A user-supplied newer matrix (``--matrix FILE``, same shape as the packaged stack_matrix.yaml)."""
     from pydantic import ValidationError
 
-    from sparkops.errors import InputError
+    from sparkops.core.errors import InputError
 
     try:
         data = safe_load(Path(path).read_text(encoding="utf-8"))
@@ -259,3 +259,11 @@ def load() -> Knowledge:
         catalog_version=g.version,
         catalog_last_verified=g.last_verified,
     )
+
+
+def load_with_matrix(matrix: Path | None = None) -> Knowledge:
+    """The packaged knowledge, with a user-supplied newer stack matrix (``--matrix FILE``) when given."""
+    kb = load()
+    if matrix is not None:
+        kb = kb.model_copy(update={"matrix": load_matrix_file(matrix)})
+    return kb

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         """Serve the checks to coding agents: a Model Context Protocol server over stdio (read-only).
         Tools: preflight, explain, diagnose, plan, collect_facts. Resources: sparkops://gotchas,
         sparkops://stack-matrix, sparkops://schema/*. Needs the MCP SDK (the `mcp` extra)."""
-        from sparkops.errors import InputError
+        from sparkops.core.errors import InputError
 
         try:
             import mcp  # noqa: F401 - the official SDK; our package is named so it never shadows it

@@ -29,7 +29,7 @@ except ImportError:  # mcp 1.x: FastMCP, same decorators
 from mcp.types import ToolAnnotations
 
 from sparkops import __version__
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.facts.redact import redact_obj
 from sparkops.mcp_server import tools
 from sparkops.report.schemas import SCHEMAS, json_schema

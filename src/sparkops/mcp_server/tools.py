@@ -3,7 +3,7 @@
 Nothing here imports the MCP SDK. The server registers these functions as they are: their
 signatures, with the ``Field`` descriptions, become the tools' argument schemas, and their
 docstrings the descriptions an agent reads. Each returns exactly what the matching
-``spark-ops ... --json`` prints, as a dict. Bad input raises :class:`~sparkops.errors.InputError`
+``spark-ops ... --json`` prints, as a dict. Bad input raises :class:`~sparkops.core.errors.InputError`
 with the CLI's message; the server turns that into an MCP tool error.
 
 Read-only by design: no ``setup --exec``, no ``pin``, no ``thermal start``, no ``--container`` (a
@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 MAX_BUDGET_S = 600.0  # one tool call never holds the server longer than this (plus a margin)
 
@@ -108,7 +108,7 @@ def preflight(
     G-numbers. Live collection is bounded by budget_s; the full probe imports torch in the target
     interpreter (quick skips that). Changes nothing on the machine; writes a file only with report_path."""
     from sparkops import api
-    from sparkops.workload import METHODS, merge
+    from sparkops.facts.workload import METHODS, merge
 
     if method is not None and method.lower() not in METHODS:
         raise InputError(f"unknown method {method!r}; known: full, lora, qlora, inference")

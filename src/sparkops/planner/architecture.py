@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 __all__ = [
     "ArchitectureError",

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. With --serve: will this model
         serve, with how much KV cache, beside what else. Exit 0 fits, 1 tight, 2 does not fit."""
         from sparkops import api
-        from sparkops.workload import merge, refusals
+        from sparkops.facts.workload import merge, refusals
 
         problems = refusals(merge(workload, seq_len=seq_len, batch_size=batch))
         if problems:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 64 * 1024 * 1024

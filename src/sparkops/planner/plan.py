@@ -18,9 +18,9 @@ from sparkops.planner.run import PlanInputError, RunSpec, build_run, planner_kno
 
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
+    from sparkops.facts.workload import Workload
     from sparkops.knowledge import Knowledge
     from sparkops.planner.architecture import ModelArch
-    from sparkops.workload import Workload
 
 GIB = 1024**3
 Verdict = Literal["fits", "tight", "does-not-fit"]

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 Method = Literal["full", "lora", "qlora"]
 Loop = Literal["plain", "trainer"]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 
 Engine = Literal["vllm", "sglang", "llama.cpp", "ollama"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama")
@@ -364,7 +364,7 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
     """A pasted launch line, or free text ("serve qwen3-30b-a3b with vllm 32k context 8 users fp8")."""
     if looks_like_command(text):
         return parse_command(text, engine=engine)
-    from sparkops.workload import parse_workload
+    from sparkops.facts.workload import parse_workload
 
     w = parse_workload(text)
     eng = engine or next((c for c in w.components if c in ENGINES or c in ("llama.cpp",)), None) or "vllm"

@@ -143,3 +143,11 @@ def collect(opts: CollectOptions | None = None, while_waiting: Callable[[], obje
         facts.probes.update(records)
     # re-validate so a probe returning a wrong type is caught here, not in a check
     return Facts.model_validate(facts.model_dump())
+
+
+def collect_snapshot(opts: CollectOptions | None = None, while_waiting: Callable[[], object] | None = None) -> Facts:
+    """:func:`collect`, then the one redaction pass over every string: the snapshot features and
+    front ends keep, write or show (a command line's ``--api-key X`` never leaves)."""
+    from sparkops.facts.redact import redact_model
+
+    return redact_model(collect(opts, while_waiting))

@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sparkops.report.model import Report
 
-EXIT_CODES = {"ready": 0, "ready-with-warnings": 1, "blocked": 2}
-EXIT_TOOL_ERROR = 3  # the tool itself could not run: bad usage, unreadable snapshot, internal error
-# The machine was judged and the verdict printed, but the report file could not be written (a
-# read-only directory, a full disk, --report naming a directory); stderr names the path and why.
-EXIT_REPORT_NOT_WRITTEN = 4
+# the exit codes live with the verdict rule (sparkops.core.verdict); re-exported for renderers
+from sparkops.core.verdict import EXIT_CODES, EXIT_REPORT_NOT_WRITTEN, EXIT_TOOL_ERROR  # noqa: E402,F401
 
 
 class Format(str, Enum):

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkops.checks.base import Finding, Status
+from sparkops.core.findings import Finding, Status
 from sparkops.facts.model import ProbeRecord
-from sparkops.workload import Workload
+from sparkops.facts.workload import Workload
 
 REPORT_SCHEMA_VERSION = 1
 GOTCHA_IDS = tuple(f"G{i}" for i in range(1, 11))

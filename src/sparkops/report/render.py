@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from sparkops.checks.base import Finding, Status
+from sparkops.core.findings import Finding, Status
 from sparkops.report.gotcha_text import render_gotcha  # noqa: F401 - re-exported: explain's text
 from sparkops.report.model import Report
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.facts.redact import redact_obj
 
 Flavor = Literal["markdown", "github"]
@@ -129,11 +129,13 @@ def load_source(path: Path) -> tuple[str, dict[str, Any]]:
 
 def build(path: Path, flavor: Flavor = "github", redact_host: bool = False) -> str:
     """The shareable Markdown for the file at ``path``."""
-    from sparkops import api
+    from sparkops.facts.snapshot import load_facts
+    from sparkops.knowledge import load
+    from sparkops.report.build import build_report
 
     kind, doc = load_source(path)
-    if kind == "facts":
-        report = api.preflight(facts=path).model_dump(mode="json")
+    if kind == "facts":  # judged as preflight judges a snapshot with no workload (nothing to plan)
+        report = build_report(load_facts(path), None, load(), facts_source=str(path)).model_dump(mode="json")
         attachment_doc = doc
     else:
         report = doc

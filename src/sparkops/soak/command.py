@@ -33,7 +33,7 @@ def register(thermal_app: typer.Typer) -> None:
         violation counters). Refused on a busy GPU unless --force; Ctrl-C stops the load and frees the GPU.
         Exit 0 no G4 warning, 1 G4 warning / refused / interrupted, 2 worse than the --compare baseline,
         3 could not run."""
-        from sparkops.errors import InputError
+        from sparkops.core.errors import InputError
         from sparkops.soak import run
 
         try:

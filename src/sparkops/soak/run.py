@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkops.errors import InputError
+from sparkops.core.errors import InputError
 from sparkops.monitor.csvlog import seconds, stamp
 from sparkops.monitor.events import Event, Sample
 from sparkops.soak import _load_script
@@ -97,13 +97,13 @@ def _exit(rep: SoakReport) -> int:
 
 def _default_assess(python: str | None, env: Mapping[str, str], kb: Any) -> tuple[list[str], str | None]:
     """The bandwidth measurement's refusal rules (other GPU jobs, short memory) on a quick collection."""
-    from sparkops import api
     from sparkops.bandwidth import refusal
     from sparkops.bandwidth.report import COLLECT_PROBES
+    from sparkops.probes import CollectOptions, collect_snapshot
 
-    opts = api.CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
-                              counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
-    facts = api.collect(opts)
+    opts = CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
+                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
+    facts = collect_snapshot(opts)
     a = refusal.assess(facts, kb, kb.thresholds.bandwidth, own_pids={os.getpid()})
     return list(a.reasons), None
 

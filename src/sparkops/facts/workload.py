@@ -46,6 +46,13 @@ class Workload(BaseModel):
             v in (None, []) for k, v in self.model_dump().items() if k not in ("text", "unparsed")
         )
 
+    @property
+    def needs_planning(self) -> bool:
+        """A fine-tune with a model or a size and no peak yet: the memory planner can size it for G3
+        (inference is sized by ``plan --serve``, not here)."""
+        return (self.estimated_peak_gb is None and self.method in ("full", "lora", "qlora")
+                and bool(self.model or self.params_b))
+
 
 _NUM = r"(\d+(?:\.\d+)?)"
 _SIZE = re.compile(r"(?<![a-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?![a-z0-9])")  # 70b, 8x7b, in a name too
