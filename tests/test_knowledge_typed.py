@@ -208,3 +208,27 @@ def test_postmortem_fix_texts_are_data_and_every_cause_has_one(patched):
     patched("xid.yaml", text.replace("\n  panic: ", "\n  panik: "))
     with pytest.raises(KnowledgeFileError, match=r"knowledge/xid\.yaml: fixes: .*missing \['panic'\], unknown \['panik'\]"):
         load_file("xid.yaml", XidFile)
+
+
+def _nested_models(annotation: object) -> list[type[BaseModel]]:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _nested_models(arg)]
+
+
+@pytest.mark.parametrize("name", sorted(_models()))
+def test_every_model_reachable_from_a_file_refuses_unknown_keys(name):
+    """A misspelled key anywhere in any file fails loading: every model under the file's forbids extras."""
+    seen: set[type[BaseModel]] = set()
+    todo = [_models()[name][0]]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        assert m.model_config.get("extra") == "forbid", f"{name}: {m.__name__} accepts unknown keys"
+        for field in m.model_fields.values():
+            todo += _nested_models(field.annotation)
+    assert len(seen) >= 1
