@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.bandwidth.probe import Outcome, measure
 from sparkops.core.findings import Finding, Status
+from sparkops.core.units import GIB
 from sparkops.facts.model import BandwidthFacts, Facts
 from sparkops.facts.reading import known
 from sparkops.knowledge import Knowledge
 
-GIB = 1024**3
 COLLECT_PROBES = ("gpu", "memory", "processes", "host")  # what the refusal rules and G5's identity read
 
 

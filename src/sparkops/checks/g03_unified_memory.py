@@ -14,12 +14,12 @@ from typing import Any
 from sparkops.checks import g03_fragmentation, identity
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.core.findings import Evidence, Finding
+from sparkops.core.units import GIB
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
 from sparkops.knowledge import engines_data
 
 GID = "G3"
-GIB = 1024**3
 
 
 def _gib(b: float) -> float:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, ev
 from sparkops.core.findings import Evidence, Finding, Status
+from sparkops.core.units import GIB
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import Knowledge, Profile
 from sparkops.knowledge.bandwidth import BandwidthSettings
 
 GID = "G5"
-GIB = 1024**3
 LEVELS = ("no-reference", "above", "in-range", "near", "below", "far-below")  # from best to worst
 
 @dataclass(frozen=True)

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from sparkops.checks import identity
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.core.findings import Evidence, Finding
+from sparkops.core.units import GIB, MIB
 from sparkops.facts.model import HostProcess
 from sparkops.facts.reading import known
 
 GID = "G6"
-GIB = 1024**3
-MIB = 1024**2
 
 # Fallback when only NVML's process name is known: name fragment -> server kind.
 NAME_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("ollama", "ollama"), ("llama-server", "llama.cpp"),

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from sparkops.checks import gpu_visibility
 from sparkops.checks.base import conclude, ev, reason
 from sparkops.core.findings import Evidence, Finding
+from sparkops.core.units import GIB
 from sparkops.facts.model import Facts, GpuDevice, TorchLive
 from sparkops.facts.reading import Unavailable, Why, known
 from sparkops.knowledge import Knowledge, Profile
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ validated when the knowledge loads: a bad edit fails loudly there. The model is 
 
 from __future__ import annotations
 
-from sparkops.knowledge.thresholds import GIB, MIB
+from sparkops.core.units import GIB, MIB
 from sparkops.knowledge.thresholds import Bandwidth as BandwidthSettings
 
 __all__ = ["GIB", "MIB", "BandwidthSettings"]

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-MIB = 1024**2
-GIB = 1024**3
+from sparkops.core.units import GIB, MIB
 
 
 class _Section(BaseModel):

@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sparkops.core.units import GB
 from sparkops.planner.run import Coefficients, PlannerKnowledge, RunSpec, planner_knowledge
 
 if TYPE_CHECKING:
     from sparkops.planner.architecture import ModelArch
 
-GB = 1e9
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 
 # Linear modules by role (HF names across families); the architecture lists each layer's modules.

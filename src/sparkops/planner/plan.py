@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.core.units import GIB
 from sparkops.planner.estimate import GB, Estimate, estimate
 from sparkops.planner.run import PlanInputError, RunSpec, build_run, planner_knowledge, run_words
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from sparkops.knowledge import Knowledge
     from sparkops.planner.architecture import ModelArch
 
-GIB = 1024**3
 Verdict = Literal["fits", "tight", "does-not-fit"]
 
 TERM_TEXT = {

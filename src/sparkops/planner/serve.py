@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from sparkops.planner.architecture import ModelArch
     from sparkops.planner.gguf import GGUFHeader
 
-GIB = 1024**3
 Verdict = Literal["fits", "tight", "does-not-fit"]
 
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkops.core.units import GIB
+
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
 
-GIB = 1024**3
 SERVER_KINDS = {"vllm", "sglang", "ollama", "llama.cpp", "tgi", "trtllm"}
 # a server that reserves a share of TOTAL memory at start-up (its pool is held whether used or not)
 SHARE_KINDS = {"vllm", "sglang", "trtllm"}

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sparkops.core.units import MIB
 from sparkops.facts.model import GpuDevice, GpuFacts, GpuProcess
 from sparkops.facts.reading import NOT_COLLECTED, Unavailable, Why, known, missing
 from sparkops.probes import _run
-
-MIB = 1024 * 1024
 
 QUERY_FIELDS: tuple[str, ...] = (
     "index", "name", "pci.bus_id", "driver_version", "compute_cap", "memory.total", "memory.used",
