@@ -32,7 +32,8 @@ MIB = 1024**2
 
 # cudaMemGetInfo totals of GPUs named without a total in their log (public vLLM logs print these;
 # +-0.2 GiB between boards). Used only for records whose log names the GPU.
-GPU_TOTAL_GIB = {"A100 80GB": 79.2, "H100 80GB": 79.2, "4x H100 80GB": 79.2}
+GPU_TOTAL_GIB = {"A100 80GB": 79.2, "H100 80GB": 79.2, "4x H100 80GB": 79.2,
+                 "A100 40GB": 39.39}  # PyTorch's "total capacity of 39.39 GiB" on A100 40GB
 
 SPEC_KEYS = {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "tp", "kv_cache_dtype", "max_num_seqs",
              "max_num_batched_tokens", "enforce_eager", "mem_fraction_static", "ctx_size", "parallel", "n_gpu_layers",
@@ -51,6 +52,10 @@ def spec_of(rec: dict) -> ServeSpec:
             kw["quantization"] = {"int8-w8a8": "int8"}.get(v, v)
         elif k in ("enable_expert_parallel", "flash_attn", "kv_unified"):
             continue
+        elif k == "max_num_tokens":  # TensorRT-LLM's build/serve limit: the profiled token count
+            kw["max_num_batched_tokens"] = v
+        elif k == "max_seq_len":
+            kw["max_model_len"] = v
         elif k in ServeSpec.model_fields:
             kw[k] = v
     if rec["engine"] == "ollama" and kw.get("ctx_size") and kw.get("parallel"):
@@ -74,7 +79,12 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
     for rec in records:
         obs = rec.get("observed") or {}
         rid = rec["id"]
-        spec = spec_of(rec)
+        try:
+            spec = spec_of(rec)
+        except Exception as exc:  # noqa: BLE001 - an engine the predictor does not model: a miss, reported
+            skipped.append(f"{rid}: no spec for engine {rec['engine']!r} ({str(exc).splitlines()[0]})")
+            rows.extend(_unpredicted(rid, obs))
+            continue
         total = total_of(rec)
         if rec.get("model") is None:  # start-up check only
             util = spec.gpu_memory_utilization or 0.9
@@ -88,6 +98,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             shape = serve.resolve_shape(name)
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported
             skipped.append(f"{rid}: model not resolved ({exc})")
+            rows.extend(_unpredicted(rid, obs))
             continue
         machine = serve.Machine(source="log", total_gib=total or 1000.0,
                                 free_gib=obs.get("free_gib") or (total or 1000.0), unified=False,
@@ -122,6 +133,19 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             if obs.get("start") and total:
                 rows.append({"id": rid, "what": "start check", "pred": "pass" if res.start.passes else "fail",
                              "obs": obs["start"], "ok": ("pass" if res.start.passes else "fail") == obs["start"], "note": ""})
+        if rec["engine"] == "trtllm":
+            if "kv_gib" in obs:
+                rows.append(_num(rid, "KV GiB (end to end)", res.kv.available_gib, obs["kv_gib"]))
+            if tokens_obs:
+                rows.append(_num(rid, "KV tokens (end to end)", res.kv.tokens, tokens_obs))
+            if "free_after_load_gib" in obs and "kv_gib" in obs:
+                frac = spec.free_gpu_memory_fraction or 0.9
+                rows.append(_num(rid, "KV GiB given free after load", frac * obs["free_after_load_gib"], obs["kv_gib"]))
+            if "kv_gib" in obs and tokens_obs:
+                kvb = serve.kv_dtype_bytes(spec)
+                blk = obs.get("block_size", 32)
+                page = serve.kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * blk
+                rows.append(_num(rid, "KV tokens given KV GiB", int(obs["kv_gib"] * GIB // page) * blk, tokens_obs))
         if rec["engine"] == "sglang" and tokens_obs and "k_gib" in obs:
             kvb = serve.kv_dtype_bytes(spec)
             k_pred = tokens_obs * serve.kv_bytes_per_token(shape, kvb, tp) / 2 / GIB
@@ -129,6 +153,19 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
         if rec["engine"] in ("llama.cpp", "ollama") and "kv_mib" in obs:
             rows.append(_num(rid, "KV MiB (end to end)", res.kv.available_gib * 1024, obs["kv_mib"]))
     return rows, skipped
+
+
+def _unpredicted(rid: str, obs: dict) -> list[dict]:
+    """A record the predictor could not take (unknown model or engine) counts as a miss on every
+    quantity its log shows, so a skipped record can never raise the score."""
+    out = []
+    if "weights_gib" in obs:
+        out.append(_num(rid, "weights GiB/rank", None, obs["weights_gib"]))
+    if "kv_gib" in obs:
+        out.append(_num(rid, "KV GiB (end to end)", None, obs["kv_gib"]))
+    if obs.get("tokens"):
+        out.append(_num(rid, "KV tokens (end to end)", None, obs["tokens"]))
+    return out
 
 
 def _num(rid: str, what: str, pred: float | None, obs: float) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 from sparkops.checks import CHECKS, context
 from sparkops.core.findings import Finding
 from sparkops.facts.model import (
+    V1_ARGV_LOST,
     CgroupMemFacts,
     ConfigHit,
     ConfigScanFacts,
@@ -44,10 +45,14 @@ from sparkops.facts.model import (
     TargetEnvFacts,
     TorchLive,
     TorchStatic,
+    V1ContainerClass,
+    V1ProcessClass,
 )
 from sparkops.facts.reading import Why, missing
 from sparkops.facts.workload import Workload
 from sparkops.knowledge import load
+
+V1_LOST = missing(Why.not_collected, V1_ARGV_LOST)
 
 FACTS_DIR = Path(__file__).parent / "fixtures" / "facts"
 KIB = 1024
@@ -137,8 +142,15 @@ def _host_cuda_libs() -> CudaLibFacts:
     )
 
 
+def v1_container(markers: list[str], image_kind: Any = None, image_hint: str = "", **raw: Any) -> ContainerFacts:
+    """A container as a schema-1 tool recorded it (the committed fixtures are schema 1): its markers and
+    variables, and the kind and image it judged at collect time."""
+    judged = V1ContainerClass(image_hint=image_hint, **({"image_kind": image_kind} if image_kind else {}))
+    return ContainerFacts(markers=markers, v1_class=judged, **raw)
+
+
 def _ngc_container(tag: str = "25.09") -> ContainerFacts:
-    return ContainerFacts(markers=["/.dockerenv", f"env:NVIDIA_PYTORCH_VERSION={tag}"], image_kind="ngc-pytorch",
+    return v1_container(markers=["/.dockerenv", f"env:NVIDIA_PYTORCH_VERSION={tag}"], image_kind="ngc-pytorch",
                           image_hint=f"NVIDIA_PYTORCH_VERSION={tag}",
                           nvidia_env={"NVIDIA_PYTORCH_VERSION": tag, "NVIDIA_VISIBLE_DEVICES": "all",
                                       "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
@@ -220,7 +232,7 @@ def gb10_bare_pip_cu128() -> Facts:
              "datasets": "4.3.0", "accelerate": "1.11.0", "huggingface-hub": "0.36.0"}
     return Facts(
         tool_version="0.1.0", collected_at=COLLECTED, probes=_probes(),
-        host=_gb10_host("spark-7d19", ContainerFacts(markers=[], image_kind="none"), {"VIRTUAL_ENV": venv}),
+        host=_gb10_host("spark-7d19", v1_container(markers=[], image_kind="none"), {"VIRTUAL_ENV": venv}),
         memory=_quiet_memory(HEALTHY_MEM).model_copy(update={"cgroup": CgroupMemFacts(
             version=2, limit_bytes=None, usage_bytes=4_900_000_000, path="/user.slice/user-1000.slice/session-3.scope")}),
         gpu=_gb10_gpu(driver="580.95.05"),
@@ -263,10 +275,12 @@ def gb10_vllm_default() -> Facts:
     venv = "/home/jethac/.venv"
     serve = f"{venv}/bin/python3 {venv}/bin/vllm serve Qwen/Qwen3-30B-A3B-Instruct-2507 --port 8000 --max-model-len 32768"
     procs = [
-        HostProcess(pid=400650, name="vllm", kind="vllm", cmdline=serve, rss_bytes=1_263_000_000, state="sleeping",
-                    memory_fraction=0.9, memory_cap_source="default", ppid=398871),
-        HostProcess(pid=400721, name="VLLM::EngineCore", kind="vllm", cmdline=serve, rss_bytes=3_912_000_000,
-                    state="running", memory_fraction=0.9, memory_cap_source="default", ppid=400650),
+        # recorded by a schema-1 tool (the committed fixture is schema 1): its verdict, no argv
+        HostProcess(pid=400650, name="vllm", cmdline=serve, rss_bytes=1_263_000_000, state="sleeping", ppid=398871,
+                    argv=V1_LOST, v1_class=V1ProcessClass(kind="vllm", memory_fraction=0.9, memory_cap_source="default")),
+        HostProcess(pid=400721, name="VLLM::EngineCore", cmdline=serve, rss_bytes=3_912_000_000, state="running",
+                    ppid=400650, argv=V1_LOST,
+                    v1_class=V1ProcessClass(kind="vllm", memory_fraction=0.9, memory_cap_source="default")),
     ]
     gpu_procs = [GpuProcess(pid=329657, name="/usr/lib/xorg/Xorg", kind="graphics", used_memory_bytes=43 * MIB),
                  GpuProcess(pid=329691, name="/usr/bin/gnome-shell", kind="graphics", used_memory_bytes=16 * MIB),
@@ -275,7 +289,7 @@ def gb10_vllm_default() -> Facts:
              "peft": "0.19.1", "trl": "1.8.0", "datasets": "4.3.0", "accelerate": "1.11.0", "huggingface-hub": "1.24.0"}
     return Facts(
         tool_version="0.1.0", collected_at=COLLECTED, probes=_probes(),
-        host=_gb10_host("thinkstationpgx-00b4", ContainerFacts(markers=[], image_kind="none"),
+        host=_gb10_host("thinkstationpgx-00b4", v1_container(markers=[], image_kind="none"),
                         {"VIRTUAL_ENV": venv, "TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"},
                         kernel="6.17.0-1021-nvidia"),
         memory=_quiet_memory(mem).model_copy(update={"cgroup": CgroupMemFacts(
@@ -308,7 +322,7 @@ def gb10_two_node_tp2() -> Facts:
     root = "/home/nvidia/spark-serve"
     return Facts(
         tool_version="0.1.0", collected_at=COLLECTED, probes=_probes(),
-        host=_gb10_host("spark-5fa1", ContainerFacts(markers=["/.dockerenv"], image_kind="other",
+        host=_gb10_host("spark-5fa1", v1_container(markers=["/.dockerenv"], image_kind="other",
                                                       nvidia_env={"NVIDIA_VISIBLE_DEVICES": "all"}),
                         {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "192.168.1.223",
                          "MASTER_PORT": "29500", "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_IB_GID_INDEX": "3",
@@ -358,7 +372,7 @@ def h200_generic() -> Facts:
         host=HostFacts(arch="x86_64", kernel="6.8.0-85-generic",
                        os_release={"NAME": "Ubuntu", "VERSION_ID": "22.04", "PRETTY_NAME": "Ubuntu 22.04.5 LTS"},
                        dmi_product="PowerEdge XE9680", cpu_model="Intel(R) Xeon(R) Platinum 8480+", cpu_count=224,
-                       hostname="h200-node-03", container=ContainerFacts(markers=[], image_kind="none"),
+                       hostname="h200-node-03", container=v1_container(markers=[], image_kind="none"),
                        env={"VIRTUAL_ENV": venv}, dev_nvidia={"/dev/nvidia0": "rw", "/dev/nvidiactl": "rw"}),
         memory=MemoryFacts(meminfo_bytes=mem, psi=PsiFacts(some_avg10=0.0, some_avg60=0.0, full_avg10=0.0, full_avg60=0.0),
                            cgroup=CgroupMemFacts(version=2, limit_bytes=None, usage_bytes=12_000_000_000)),
@@ -450,8 +464,13 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def build(name: str) -> Facts:
-    """A scenario's snapshot, re-validated through the model (as a replay would load it)."""
-    return Facts.model_validate(json.loads(SCENARIOS[name]().model_dump_json()))
+    """A scenario's snapshot, re-validated through the model (as a replay would load it). The scenarios
+    are schema-1 recordings: a container they leave at its defaults was judged "not collected" then."""
+    data = json.loads(SCENARIOS[name]().model_dump_json())
+    cont = data["host"]["container"]
+    if cont.get("v1_class") is None:
+        cont["v1_class"] = V1ContainerClass().model_dump(mode="json")
+    return Facts.model_validate(data)
 
 
 def fixture_text(name: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from sparkops.report.schemas import SCHEMAS
 
 GOTCHAS = [f"G{i}" for i in range(1, 11)]
 LINE = re.compile(r"^G(10|[1-9]) (PASS|FAIL|WARN|SKIP|INFO|UNKNOWN): \S")
@@ -126,7 +127,7 @@ def test_explain_prints_the_catalog_entry():
     assert "drop_caches" in p.stdout and "Last verified: 2026-07-14" in p.stdout
 
 
-@pytest.mark.parametrize("name", ["facts", "report", "plan", "serve", "diagnosis", "bandwidth", "fleet"])
+@pytest.mark.parametrize("name", list(SCHEMAS))  # facts, report, plan, serve, diagnosis, bandwidth, fleet, ...
 def test_schema_is_printed_and_matches_the_checked_in_copy(name):
     """`spark-ops schema NAME` prints the checked-in contract (without loading pydantic), so the
     checked-in copy must be what the models define today."""

@@ -65,11 +65,12 @@ def test_a_feature_module_loads_only_when_its_command_is_asked_for():
     code = ("import sys; from sparkops.cli import main\n"
             "try:\n    main(['plan', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('sparkops.planner', 'sparkops.diagnose', "
-            "'sparkops.fleet', 'sparkops.mcp_server', 'sparkops.setup', 'sparkops.bandwidth.command'))))")
+            "'sparkops.fleet', 'sparkops.mcp_server', 'sparkops.setup', 'sparkops.commands.'))))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     loaded = json.loads(p.stdout.strip().splitlines()[-1].replace("'", '"'))
-    assert "sparkops.planner.command" in loaded
-    assert not [m for m in loaded if not m.startswith("sparkops.planner")], loaded
+    assert "sparkops.commands.plan" in loaded
+    own = ("sparkops.planner", "sparkops.commands.plan", "sparkops.commands.contract")  # plan's module, its contract
+    assert not [m for m in loaded if not m.startswith(own)], loaded
 
 
 @pytest.mark.parametrize("gid", ["identity", *[f"G{i}" for i in range(1, 11)], "g3", "7", " G09 "])

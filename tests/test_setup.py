@@ -14,6 +14,7 @@ from hypothesis import strategies as hst
 from typer.testing import CliRunner
 
 from sparkops import setup as st
+from sparkops.commands import setup as setup_cmd
 from sparkops.knowledge import load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bin"
@@ -28,7 +29,7 @@ def _app() -> typer.Typer:
     def version() -> int:  # a second command so "setup" stays a sub-command
         return 0
 
-    st.register(app)
+    setup_cmd.register(app)
     return app
 
 

@@ -16,16 +16,42 @@ from sparkops.probes import CollectOptions
 from sparkops.probes import collect as _collect
 
 if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the probes run
+    from collections.abc import Iterable
+
+    from sparkops.diagnose.model import Diagnosis
+    from sparkops.planner.plan import PlanResult
+    from sparkops.planner.serve import ServePlanResult
     from sparkops.report.model import Report
+    from sparkops.report.views import StackView, TriageView
 
 __all__ = ["CollectOptions", "collect", "preflight", "plan", "serve_plan", "build_report", "exit_code", "explain", "triage_gpu", "stack",
            "knowledge", "load_facts", "save_facts", "write_report", "Facts", "Workload", "container_options", "diagnose",
-           "target_label"]
+           "target_label", "collect_options"]
 
 
 def knowledge(matrix: Path | None = None) -> Knowledge:
     """The packaged knowledge, optionally with a user-supplied newer stack matrix."""
     return load_with_matrix(matrix)
+
+
+def collect_options(*, quick: bool = False, python: str | Path | None = None, config_paths: Iterable[Path] = (),
+                    offline: bool = False, budget_s: float | None = None, container: str | None = None,
+                    engine: str | None = None, kb: Knowledge | None = None) -> CollectOptions:
+    """A front end's live collection (the CLI's preflight, collect, stack and triage; the MCP tools):
+    the one place for its defaults. ``budget_s`` None: thresholds.yaml's whole-collection deadline
+    (``setup.container_budget_s`` with a ``container``: starting one costs seconds); GPU counters
+    watched 0.1 s when ``quick``, 1 s in full (hidden behind the torch import); ``engine`` docker |
+    podman | None (the first on PATH). The container itself is resolved by :func:`preflight` & co."""
+    from sparkops.core.errors import InputError
+
+    if engine is not None and engine not in ("docker", "podman"):
+        raise InputError(f"--engine {engine}: docker or podman")
+    if budget_s is None:
+        th = (kb or load()).thresholds  # a container start costs seconds
+        budget_s = th.setup.container_budget_s if container else th.probes.budget_s
+    return CollectOptions(depth="quick" if quick else "full", python=str(python) if python is not None else None,
+                          config_paths=tuple(config_paths), offline=offline, budget_s=float(budget_s),
+                          counter_window_s=0.1 if quick else 1.0, container_engine=engine or "", kb=kb)
 
 
 def container_options(opts: CollectOptions | None, image: str, kb: Knowledge | None = None,
@@ -95,7 +121,7 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
 
 def plan(*, model: str | None = None, config: str | None = None, workload: str | Workload | None = None,
          target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
-         opts: CollectOptions | None = None, kb: Knowledge | None = None, **run_flags: object):
+         opts: CollectOptions | None = None, kb: Knowledge | None = None, **run_flags: object) -> PlanResult:
     """The memory planner: estimate a fine-tune's peak and judge it against a budget.
 
     Budget, first that applies: ``budget_gb``; ``target`` (a profile's idle budget: plan for a Spark
@@ -185,7 +211,7 @@ def _existing(path: str | None) -> str | None:
 def serve_plan(*, workload: str | None = None, model: str | None = None, config: str | None = None,
                gguf: str | None = None, engine: str | None = None, beside: list[str] | tuple[str, ...] = (),
                target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
-               opts: CollectOptions | None = None, kb: Knowledge | None = None, **flags: object):
+               opts: CollectOptions | None = None, kb: Knowledge | None = None, **flags: object) -> ServePlanResult:
     """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
 
     ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
@@ -235,10 +261,9 @@ def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = N
 
 
 def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
-               container: str | None = None) -> dict:
+               container: str | None = None) -> TriageView:
     """The GPU-visibility triage (five hypotheses, in order) on this machine, inside ``container``,
-    or on a snapshot, as a JSON-ready dict: whether torch sees the GPU, each hypothesis's status,
-    the one that fired, its fix."""
+    or on a snapshot: whether torch sees the GPU, each hypothesis's status, the one that fired, its fix."""
     from sparkops.checks import gpu_visibility
     from sparkops.facts.model import TorchLive
 
@@ -248,12 +273,13 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
     elif facts is None:
         facts = collect(opts)
     from sparkops.report.build import container_json
+    from sparkops.report.views import TriageView
 
     kb = load()
     tri = gpu_visibility.triage(facts, kb)
     live = facts.target.live
     sees = live.cuda_available if isinstance(live, TorchLive) and live.import_ok else None
-    return {
+    return TriageView.model_validate({
         "torch_sees_gpu": sees,
         "target_python": target_label(facts),
         "container": container_json(facts),
@@ -262,11 +288,11 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         "fired": tri.fired,
         "reason": tri.reason,
         "fix": tri.fix(kb),
-    }
+    })
 
 
 def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
-          kb: Knowledge | None = None, container: str | None = None) -> dict:
+          kb: Knowledge | None = None, container: str | None = None) -> StackView:
     """The target environment (or ``container``'s) against the dated known-good matrix: one row per
     package, the matrix's age, hard blockers and component notes — the G9 judgment with its table."""
     from sparkops.checks import context, g09_container_first
@@ -279,11 +305,12 @@ def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
     elif facts is None:
         facts = collect(opts)
     from sparkops.report.build import container_json
+    from sparkops.report.views import StackView
 
     g9 = g09_container_first.check(context(facts, kb))
     mx = kb.matrix
     age = (facts.collected_at.date() - mx.last_verified).days if facts.collected_at else None
-    return {
+    return StackView.model_validate({
         "target_python": target_label(facts),
         "container": container_json(facts),
         "matrix": {"version": mx.version, "last_verified": mx.last_verified.isoformat(), "age_days": age,
@@ -293,8 +320,8 @@ def stack(facts: Facts | Path | None = None, opts: CollectOptions | None = None,
         "packages_read": known(facts.target.distributions),
         "packages_unavailable": None if known(facts.target.distributions) else str(facts.target.distributions),
         "components": mx.component_status,
-        "G9": g9.model_dump(mode="json"),
-    }
+        "G9": g9,
+    })
 
 
 def write_report(report: Report, path: Path) -> None:
@@ -323,7 +350,7 @@ def explain(gid: str, kb: Knowledge | None = None) -> Gotcha:
     return kb.gotchas[key]
 
 
-def diagnose(text: str, source: str = "-", facts: Facts | Path | None = None):  # noqa: ANN201 - Diagnosis
+def diagnose(text: str, source: str = "-", facts: Facts | Path | None = None) -> Diagnosis:
     """Which gotcha an error log, traceback or pasted report points at (``spark-ops diagnose``):
     findings best first with evidence lines and fixes; ``facts`` (a snapshot or its path) confirm
     or rule out. The matcher lives in :mod:`sparkops.diagnose`; this is its library entry."""

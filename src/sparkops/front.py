@@ -23,34 +23,34 @@ from sparkops import __version__
 APP_HELP = "Is this DGX Spark (GB10) ready for the job? Preflight G1-G10 from replayable facts."
 
 # Every command of ``spark-ops``, in the order ``--help`` lists them:
-# (name, the module whose ``register(app)`` adds it, or None for cli.py's own commands,
+# (name, the module of sparkops.commands whose ``register(app)`` adds it,
 #  its one-line help exactly as ``spark-ops --help`` prints it at 80 columns).
-# A feature package adds its command by one line here and nothing else: cli.py imports the module
-# only when that command runs (or for ``COMMAND --help``). tests/test_front.py says which line to
-# write when a command's help changes.
-COMMANDS: tuple[tuple[str, str | None, str], ...] = (
-    ("preflight", None, "Judge G1-G10 and write env-report.json."),
-    ("collect", None, "Collect this machine's facts into a replayable snapshot..."),
-    ("explain", None, "Print a gotcha's symptom, cause, what is checked, and the fix."),
-    ("schema", None, "Print the JSON Schema of an output: the facts snapshot,..."),
-    ("stack", None, "Installed versions against the dated known-good matrix..."),
-    ("plan", "sparkops.planner.command", "Will this fine-tune fit? Itemised estimate, verdict, and..."),
-    ("diagnose", "sparkops.diagnose.command", "Which gotcha (G1-G10) does this log point at? Findings..."),
-    ("bandwidth", "sparkops.bandwidth.command", "Measure device memory bandwidth in the target environment..."),
-    ("fleet", "sparkops.fleet.command", "Preflight several Sparks together, run once per GPU under..."),
-    ("mcp", "sparkops.mcp_server.command", "Serve the checks to coding agents: a Model Context Protocol..."),
-    ("postmortem", "sparkops.postmortem.command", "What ended the last run? Reads the previous boot's kernel..."),
-    ("fix", "sparkops.fix.command", "Act on G3, with consent: drop the page cache (sync; 3 >..."),
-    ("exporter", "sparkops.exporter.command", "Serve this Spark's readings as Prometheus metrics on..."),
-    ("report", "sparkops.report.command", "A bug report you can paste into a forum or an issue:..."),
-    ("watch", None, "Run COMMAND (after --), sample alongside, flag G3/G4/G6..."),
-    ("version", None, "Print the tool version."),
-    ("setup", "sparkops.setup", "Container-first setup: NGC, Unsloth (pinned), or bare pip."),
-    ("triage", None, "Work a failure's known hypotheses in order, stopping at the..."),
-    ("thermal", None, "Background thermal/power/memory sampler (G4, G3, G6) and..."),
+# A command is added by its module under sparkops/commands/ and one line here, nothing else: cli.py
+# imports the module only when that command runs (or for ``COMMAND --help``). tests/test_front.py
+# says which line to write when a command's help changes.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("preflight", "sparkops.commands.preflight", "Judge G1-G10 and write env-report.json."),
+    ("collect", "sparkops.commands.collect", "Collect this machine's facts into a replayable snapshot..."),
+    ("explain", "sparkops.commands.explain", "Print a gotcha's symptom, cause, what is checked, and the fix."),
+    ("schema", "sparkops.commands.schema", "Print the JSON Schema of an output: the facts snapshot,..."),
+    ("stack", "sparkops.commands.stack", "Installed versions against the dated known-good matrix..."),
+    ("plan", "sparkops.commands.plan", "Will this fine-tune fit? Itemised estimate, verdict, and..."),
+    ("diagnose", "sparkops.commands.diagnose", "Which gotcha (G1-G10) does this log point at? Findings..."),
+    ("bandwidth", "sparkops.commands.bandwidth", "Measure device memory bandwidth in the target environment..."),
+    ("fleet", "sparkops.commands.fleet", "Preflight several Sparks together, run once per GPU under..."),
+    ("mcp", "sparkops.commands.mcp", "Serve the checks to coding agents: a Model Context Protocol..."),
+    ("postmortem", "sparkops.commands.postmortem", "What ended the last run? Reads the previous boot's kernel..."),
+    ("fix", "sparkops.commands.fix", "Act on G3, with consent: drop the page cache (sync; 3 >..."),
+    ("exporter", "sparkops.commands.exporter", "Serve this Spark's readings as Prometheus metrics on..."),
+    ("report", "sparkops.commands.report", "A bug report you can paste into a forum or an issue:..."),
+    ("watch", "sparkops.commands.watch", "Run COMMAND (after --), sample alongside, flag G3/G4/G6..."),
+    ("version", "sparkops.commands.version", "Print the tool version."),
+    ("setup", "sparkops.commands.setup", "Container-first setup: NGC, Unsloth (pinned), or bare pip."),
+    ("triage", "sparkops.commands.triage", "Work a failure's known hypotheses in order, stopping at the..."),
+    ("thermal", "sparkops.commands.thermal", "Background thermal/power/memory sampler (G4, G3, G6) and..."),
 )
 
-LAZY: dict[str, str] = {name: module for name, module, _help in COMMANDS if module}
+LAZY: dict[str, str] = {name: module for name, module, _help in COMMANDS}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_DIR = os.path.join(HERE, "report", "schema")

@@ -44,7 +44,7 @@ def test_dead_and_own_processes_do_not_count():
 
 def test_a_trainer_seen_only_in_the_process_table_counts():
     facts = patch(load_facts_fixture("gb10_ngc_2509_healthy"), {"processes.processes": [
-        {"pid": 4242, "name": "python", "kind": "trainer", "cmdline": "python train.py"}]})
+        {"pid": 4242, "name": "python", "cmdline": "python train.py", "argv": ["python", "train.py"]}]})
     a = assess(facts)
     assert a.refused(False) and a.neighbours[0].label() == "python (pid 4242, trainer process)"
 

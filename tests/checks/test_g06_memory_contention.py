@@ -20,21 +20,30 @@ def test_vllm_at_default_utilisation_warns_naming_it_and_its_memory():
     assert "400650" not in f.summary  # the `vllm serve` front process is the same neighbour
 
 
+def raw(p, argv, **update):
+    """A recorded process as schema 2 records it: the raw argv, no collect-time judgment."""
+    return p.model_copy(update={"argv": argv, "v1_class": None, **update}).model_dump()
+
+
+def capped_front(p, **update):
+    """The fixture's `vllm serve` front process given --gpu-memory-utilization 0.5; its engine child
+    (setproctitle "VLLM::EngineCore") has no flags of its own."""
+    argv = [*p.cmdline.split(), "--gpu-memory-utilization", "0.5"] if p.pid == 400650 else ["VLLM::EngineCore"]
+    return raw(p, argv, **update)
+
+
 def test_vllm_capped_small_passes_with_a_note():
     base = load_facts_fixture(VLLM)
-    procs = [p.model_copy(update={"memory_fraction": 0.5, "memory_cap_source": "cmdline" if p.pid == 400650 else "parent"})
-             for p in base.processes.processes]
-    f = run_check("G6", patch(base, {"processes.processes": [p.model_dump() for p in procs]}))
+    procs = [capped_front(p) for p in base.processes.processes]
+    f = run_check("G6", patch(base, {"processes.processes": procs}))
     assert f.status is Status.passed
     assert any("capped at 0.5" in n and "400721" in n for n in f.notes)
 
 
 def test_cap_from_the_front_process_reaches_the_engine_child_without_ppids():
     base = load_facts_fixture(VLLM)
-    procs = [p.model_copy(update={"ppid": None, "memory_fraction": 0.5 if p.pid == 400650 else None,
-                                  "memory_cap_source": "cmdline" if p.pid == 400650 else ""})
-             for p in base.processes.processes]
-    f = run_check("G6", patch(base, {"processes.processes": [p.model_dump() for p in procs]}))
+    procs = [capped_front(p, ppid=None) for p in base.processes.processes]
+    f = run_check("G6", patch(base, {"processes.processes": procs}))
     assert f.status is Status.passed
 
 
@@ -58,7 +67,7 @@ def test_uncapped_heavy_gpu_process_warns():
 
 def test_d_state_process_warns():
     base = load_facts_fixture("gb10_ngc_2509_healthy")
-    stuck = {"pid": 7001, "name": "python3", "kind": "other", "state": "disk-sleep", "rss_bytes": 12 * GIB}
+    stuck = {"pid": 7001, "name": "python3", "argv": ["python3"], "state": "disk-sleep", "rss_bytes": 12 * GIB}
     f = run_check("G6", patch(base, {"processes.processes": [stuck]}))
     assert f.status is Status.warn and "uninterruptible" in f.summary and "7001" in f.summary
 
@@ -66,15 +75,15 @@ def test_d_state_process_warns():
 def test_small_d_state_process_does_not_contend():
     """A 0.2 GiB python stuck in D (seen live on the H200 during a pip install) is no G6 neighbour."""
     base = load_facts_fixture("gb10_ngc_2509_healthy")
-    small = {"pid": 429, "name": "python3", "kind": "other", "state": "disk-sleep", "rss_bytes": GIB // 5}
+    small = {"pid": 429, "name": "python3", "argv": ["python3"], "state": "disk-sleep", "rss_bytes": GIB // 5}
     f = run_check("G6", patch(base, {"processes.processes": [small]}))
     assert f.status is Status.passed, f.summary
 
 
 def test_server_without_gpu_context_yet_is_judged_by_its_cap():
     base = load_facts_fixture("gb10_ngc_2509_healthy")
-    sg = {"pid": 8100, "name": "python3", "kind": "sglang", "cmdline": "python3 -m sglang.launch_server --model x",
-          "rss_bytes": 2 * GIB, "memory_fraction": 0.88, "memory_cap_source": "default"}
+    sg = {"pid": 8100, "name": "python3", "cmdline": "python3 -m sglang.launch_server --model x",
+          "argv": ["python3", "-m", "sglang.launch_server", "--model", "x"], "rss_bytes": 2 * GIB}
     f = run_check("G6", patch(base, {"processes.processes": [sg]}))
     assert f.status is Status.warn and "SGLang" in f.summary
 
@@ -108,9 +117,9 @@ def two_capped_vllm_servers():
     for n, (frac, held) in enumerate(((0.45, 55.0), (0.38, 48.0))):
         front, engine = 500000 + 10 * n, 500001 + 10 * n
         cmd = f"/usr/bin/python3 /usr/local/bin/vllm serve model-{n} --gpu-memory-utilization {frac}"
-        procs += [{"cmdline": cmd, "kind": "vllm", "memory_cap_source": "cmdline", "memory_fraction": frac,
+        procs += [{"cmdline": cmd, "argv": cmd.split(),
                    "name": "vllm", "pid": front, "ppid": 1, "rss_bytes": 1_200_000_000, "state": "sleeping"},
-                  {"cmdline": cmd, "kind": "vllm", "memory_cap_source": "cmdline", "memory_fraction": frac,
+                  {"cmdline": cmd, "argv": cmd.split(),
                    "name": "VLLM::EngineCore", "pid": engine, "ppid": front, "rss_bytes": 3_900_000_000,
                    "state": "running"}]
         gpu.append({"kind": "compute", "name": "VLLM::EngineCore", "pid": engine, "used_memory_bytes": int(held * gib)})

@@ -56,7 +56,7 @@ def test_a_venv_on_the_dgx_os_host_is_bare_pip():
 def test_unavailable_marker_match_with_system_python_is_unknown_even_off_matrix():
     base = load_facts_fixture("gb10_bare_pip_cu128")
     dists = {k: v for k, v in base.target.distributions.items() if k != "triton"}
-    facts = patch(base, {"host.container.image_kind": missing(Why.error, "could not read /proc/1/cgroup"),
+    facts = patch(base, {"host.container.v1_class.image_kind": missing(Why.error, "could not read /proc/1/cgroup"),
                          "target.env.kind": "system", "target.distributions": dists})
     f = run_check("G9", facts)
     assert f.status is Status.unknown and "does not prove a bare host" in f.summary
@@ -74,7 +74,7 @@ def test_matrix_past_its_horizon_with_off_matrix_packages_warns():
     base = load_facts_fixture(HEALTHY)
     dists = {**base.target.distributions, "transformers": "4.58.0"}
     facts = patch(base, {"collected_at": datetime(2027, 1, 20, tzinfo=timezone.utc),  # noqa: UP017
-                         "target.distributions": dists, "host.container.image_kind": "other"})
+                         "target.distributions": dists, "host.container.v1_class.image_kind": "other"})
     f = run_check("G9", facts)
     assert f.status is Status.warn and f.code == "G9.stale-matrix-off-matrix" and "--matrix" in f.fix
 
@@ -122,7 +122,7 @@ def test_other_container_is_info():
 
 
 def test_unsloth_by_moving_tag_is_noted():
-    facts = patch(load_facts_fixture(HEALTHY), {"host.container.image_kind": "unsloth",
-                                                "host.container.image_hint": "unsloth/unsloth:dgxspark-latest"})
+    facts = patch(load_facts_fixture(HEALTHY), {"host.container.v1_class.image_kind": "unsloth",
+                                                "host.container.v1_class.image_hint": "unsloth/unsloth:dgxspark-latest"})
     f = run_check("G9", facts)
     assert f.status is Status.passed and any("digest" in n for n in f.notes)

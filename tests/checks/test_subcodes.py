@@ -91,8 +91,8 @@ def vllm_caps(*caps: tuple[float, float]) -> Facts:
     procs, gpu = [], []
     for n, (frac, held) in enumerate(caps):
         pid = 500000 + n
-        procs.append({"cmdline": f"vllm serve m{n} --gpu-memory-utilization {frac}", "kind": "vllm",
-                      "memory_cap_source": "cmdline", "memory_fraction": frac, "name": "VLLM::EngineCore", "pid": pid,
+        cmd = f"vllm serve m{n} --gpu-memory-utilization {frac}"
+        procs.append({"cmdline": cmd, "argv": cmd.split(), "name": "VLLM::EngineCore", "pid": pid,
                       "ppid": 1, "rss_bytes": 3_900_000_000, "state": "running"})
         gpu.append({"kind": "compute", "name": "VLLM::EngineCore", "pid": pid, "used_memory_bytes": int(held * GIB)})
     return f(VLLM, processes__processes=procs, gpu__devices__0__processes=gpu)
@@ -171,6 +171,13 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G3.serve-start-after-flush": lambda: ("G3", meminfo(SPARK, MemFree=20.0, MemAvailable=112.0),
                                            Workload(method="inference", components=["vllm"])),
     "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
+    # a second vLLM capped at 0.5 is still loading (CUDA free still high): the 0.9 asked for passes the
+    # start-up check now, but both shares together are more than the pool
+    "G3.serve-share-over-reservations": lambda: ("G3", patch(meminfo(SPARK, MemFree=112.0, MemAvailable=113.0), {
+        "processes.processes": [{"cmdline": "vllm serve m0 --gpu-memory-utilization 0.5",
+                                 "argv": ["vllm", "serve", "m0", "--gpu-memory-utilization", "0.5"], "name": "vllm",
+                                 "pid": 4100, "ppid": 1, "rss_bytes": 2_000_000_000, "state": "running"}]}),
+        Workload(method="inference", components=["vllm"])),
     "G3.psi-pressure": lambda: ("G3", f(SPARK, memory__psi={"some_avg10": 40.0, "full_avg10": 12.5, "some_avg60": 30.0,
                                                             "full_avg60": 10.0}), None),
     "G3.plan-exceeds-budget": lambda: ("G3", f(SPARK), Workload(method="full", params_b=70, estimated_peak_gb=140.0)),
@@ -211,10 +218,14 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G6.uncapped-server": lambda: ("G6", f(VLLM), None),
     "G6.near-capacity": lambda: ("G6", vllm_caps((0.85, 90.0)), None),
     "G6.heavy-uncapped": lambda: ("G6", gpu_procs(SPARK, 30.0), None),
-    "G6.dstate": lambda: ("G6", f(SPARK, processes__processes=[{"cmdline": "python train.py", "kind": "other", "name": "python",
+    "G6.dstate": lambda: ("G6", f(SPARK, processes__processes=[{"cmdline": "python load_shards.py", "argv": ["python", "load_shards.py"], "name": "python",
                                                                 "pid": 4242, "ppid": 1, "rss_bytes": 12 * GIB,
                                                                 "state": "disk-sleep"}]), None),
     "G6.plan-plus-neighbours": lambda: ("G6", gpu_procs(SPARK, 30.0), Workload(method="lora", estimated_peak_gb=110.0)),
+    # a vLLM capped at 0.5 that holds only 10 GiB so far: by what it holds the run fits, by its cap it does not
+    "G6.plan-plus-reservations": lambda: ("G6", vllm_caps((0.5, 10.0)), Workload(method="lora", estimated_peak_gb=64.0)),
+    "G6.plan-tight-beside-reservations": lambda: ("G6", vllm_caps((0.5, 10.0)),
+                                                  Workload(method="lora", estimated_peak_gb=50.0)),
     "G6.no-per-process": lambda: ("G6", f(SPARK, gpu__devices__0__processes=missing(Why.not_supported)), None),
     "G6.ok": lambda: ("G6", f(SPARK), None),
     "G6.no-gpu": lambda: ("G6", f(NOGPU), None),
@@ -249,11 +260,11 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G9.newer-majors": lambda: ("G9", f(SPARK, target__distributions={**load_facts_fixture(SPARK).target.distributions,
                                                                       "transformers": "6.0.0"}), None),
     "G9.triton-ptxas": lambda: ("G9", f(SPARK, host__env={}), None),
-    "G9.stale-matrix-off-matrix": lambda: ("G9", f(SPARK, collected_at=LATER, host__container__image_kind="other",
+    "G9.stale-matrix-off-matrix": lambda: ("G9", f(SPARK, collected_at=LATER, host__container__v1_class__image_kind="other",
                                                    target__distributions={**load_facts_fixture(SPARK).target.distributions,
                                                                           "transformers": "4.58.0"}), None),
     "G9.blessed-container": lambda: ("G9", f(SPARK), None),
-    "G9.other-container": lambda: ("G9", f(SPARK, host__container__image_kind="other", host__container__image_hint="myorg/trainer:1"), None),
+    "G9.other-container": lambda: ("G9", f(SPARK, host__container__v1_class__image_kind="other", host__container__v1_class__image_hint="myorg/trainer:1"), None),
     "G9.no-marker": lambda: ("G9", f(VLLM, host__os_release={"NAME": "Ubuntu"}), None),
     # G10
     "G10.train-tp-across-nodes": lambda: ("G10", configs(HIT, NODES), Workload(method="full")),

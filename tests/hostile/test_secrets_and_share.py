@@ -73,7 +73,7 @@ def _places(doc: dict, text: str) -> dict:
     doc = copy.deepcopy(doc)
     doc["host"]["env"]["NCCL_DEBUG_FILE"] = text
     doc["processes"]["processes"] = [{"pid": 4242, "name": "python", "kind": "trainer", "cmdline": text,
-                                      "rss_bytes": 1 << 30, "state": "running"}]
+                                      "argv": ["python", "train.py", text], "rss_bytes": 1 << 30, "state": "running"}]
     doc["configs"]["hits"] = [{"file": "/work/run.yaml", "line": 3, "key": "tensor_parallel_size", "value": text}]
     doc["probes"]["gpu"]["reason"] = text
     doc["target"]["python"] = "/usr/bin/python3 " + text

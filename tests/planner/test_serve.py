@@ -308,9 +308,9 @@ def test_every_log_record_says_where_it_came_from_and_what_was_seen():
 
     data = yaml.safe_load((Path(__file__).parent / "serve_logs" / "logs.yaml").read_text())
     ids = [r["id"] for r in data["records"]]
-    assert len(ids) == len(set(ids)) >= 26
+    assert len(ids) == len(set(ids)) >= 32
     for r in data["records"]:
-        assert r["source"] and r["engine"] in ("vllm", "sglang", "llama.cpp", "ollama") and r["engine_version"], r["id"]
+        assert r["source"] and r["engine"] in ("vllm", "sglang", "llama.cpp", "ollama", "trtllm") and r["engine_version"], r["id"]
         assert r["observed"] and r["log"].strip(), r["id"]
         if r.get("model") is None:  # start-up check records carry what the check needs
             assert {"start", "free_gib"} <= set(r["observed"]) and r["gpu_total_gib"], r["id"]
@@ -336,3 +336,58 @@ def test_serve_plan_from_a_snapshot_names_what_runs_now():
     assert res.machine.source.endswith("gb10_vllm_default.json") and res.start.passes is False
     assert res.verdict == "does-not-fit"
     assert [r.name for r in res.running] == ["vllm"] and "cap 0.9" in res.running[0].how
+
+
+# ------------------------------------------------------------------ TensorRT-LLM
+
+
+def test_trtllm_serve_line_is_read():
+    s = parse_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend pytorch --tp_size 2 "
+                      "--kv_cache_free_gpu_memory_fraction 0.5 --max_num_tokens 4096 --max_batch_size 64 --max_seq_len 32k")
+    assert (s.engine, s.model, s.tensor_parallel, s.free_gpu_memory_fraction) == \
+        ("trtllm", "meta-llama/Llama-3.1-8B-Instruct", 2, 0.5)
+    assert (s.max_num_batched_tokens, s.max_batch_size, s.max_model_len) == (4096, 64, 32000)
+    assert "--backend pytorch" in s.ignored
+    assert spec_from_text("trtllm-serve qwen3-8b").engine == "trtllm"
+
+
+def test_trtllm_kv_pool_is_a_share_of_the_memory_free_after_loading():
+    # log trtllm-4275: RTX 5090, Llama-3.1-8B FP8 weights + FP8 KV, fraction 0.9 of 17.83 GiB free -> 16.05 GiB,
+    # 263,008 tokens in blocks of 32. Feed the machine so that free after loading is what the log printed.
+    shape = serve.resolve_shape("meta-llama/Llama-3.1-8B-Instruct")
+    spec = ServeSpec(engine="trtllm", model="meta-llama/Llama-3.1-8B-Instruct", quantization="fp8",
+                     kv_cache_dtype="fp8", free_gpu_memory_fraction=0.9, max_num_batched_tokens=1024, max_model_len=2048)
+    probe = serve.plan_serve(shape, spec, serve.Machine(source="t", total_gib=31.84, free_gib=31.84))
+    loaded = probe.weights_gib + probe.overheads["activation_peak"] + probe.overheads["runtime_buffers"]
+    res = serve.plan_serve(shape, spec, serve.Machine(source="t", total_gib=31.84, free_gib=17.83 + loaded))
+    assert res.kv.available_gib == pytest.approx(16.05, abs=0.02)
+    assert res.kv.tokens == pytest.approx(263008, rel=0.002) and res.kv.tokens % 32 == 0
+    # max_tokens caps the pool: the smaller one wins
+    capped = serve.plan_serve(shape, spec.model_copy(update={"kv_max_tokens": 8224}),
+                              serve.Machine(source="t", total_gib=31.84, free_gib=17.83 + loaded))
+    assert capped.kv.tokens == 8224 and any("max_tokens" in n for n in capped.notes)
+
+
+def test_trtllm_on_a_spark_says_the_share_is_of_all_free_memory():
+    res = serve.plan_serve(serve.resolve_shape("qwen3-8b"), ServeSpec(engine="trtllm", model="qwen3-8b"), spark())
+    assert any("share of ALL free memory" in n for n in res.notes) and res.kv.available_gib > 80
+    assert res.engine_modelled_version.startswith("TensorRT-LLM")
+
+
+def test_qwen2_7b_has_the_qwen2_5_7b_shapes():
+    a, b = serve.resolve_shape("Qwen/Qwen2-7B-Instruct"), serve.resolve_shape("qwen2.5-7b")
+    assert (a.layers, a.kv_heads, a.head_dim, a.hidden, a.params_total) == (b.layers, b.kv_heads, b.head_dim, b.hidden,
+                                                                          b.params_total)
+
+
+def test_flashinfer_sampler_on_the_launch_line_shrinks_the_profiled_sampler():
+    # log vllm-dennislee-qwen2-7b-a100-80g-u025 (vLLM 0.10.1.1, "Using FlashInfer for top-p & top-k sampling"):
+    # 5.01 GiB of KV cache; the sorting sampler's 32 bytes per logit leaves 4.25, FlashInfer's 12 about 4.97
+    shape = serve.resolve_shape("Qwen/Qwen2-7B-Instruct")
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A100 80GB")
+    line = "vllm serve Qwen/Qwen2-7B-Instruct --max-model-len 16384 --gpu-memory-utilization 0.25"
+    v = {"engine_version": "0.10.1.1"}  # CUDA graphs were outside the budget then
+    native = serve.plan_serve(shape, parse_command(line).model_copy(update=v), m)
+    fi = serve.plan_serve(shape, parse_command("VLLM_USE_FLASHINFER_SAMPLER=1 " + line).model_copy(update=v), m)
+    assert fi.overheads["activation_peak"] < native.overheads["activation_peak"]
+    assert abs(fi.kv.available_gib - 5.01) / 5.01 < 0.03 < abs(native.kv.available_gib - 5.01) / 5.01

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
+from sparkops.checks.container import classify as judged
 from sparkops.facts.model import HostFacts
 from sparkops.facts.reading import Unavailable, Why, known
 from sparkops.probes import CollectOptions, host
@@ -147,7 +148,7 @@ def test_bare_spark_host(spark_root):
     assert "HF_TOKEN" not in f.env and f.env["PATH"] == "/usr/bin"
     # bare host: no marker, and that is "unknown", not "none"
     assert f.container.markers == []
-    kind = f.container.image_kind
+    kind = judged(f.container).image_kind  # the container kind is the checks' (checks/container.py)
     assert isinstance(kind, Unavailable) and kind.unavailable == Why.not_found
     assert "cgroup v2" in kind.detail
     assert set(f.dev_nvidia) == {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
@@ -171,26 +172,29 @@ def test_ngc_pytorch_container(spark_root):
            "PYTORCH_VERSION": "2.9.0a0+50eac81", "NVIDIA_VISIBLE_DEVICES": "all",
            "NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "CUDA_VERSION": "13.0.1.012",
            "NVIDIA_API_KEY": "nvapi-should-never-appear-anywhere-0123456789"}
-    c = gather(env, spark_root, UNAME).container
+    raw = gather(env, spark_root, UNAME).container
+    c = judged(raw)
     assert c.image_kind == "ngc-pytorch"
     assert c.image_hint == "nvcr.io/nvidia/pytorch:25.09-py3"
     assert "/.dockerenv" in c.markers
     assert "env:NVIDIA_PYTORCH_VERSION=25.09" in c.markers
     assert "env:NVIDIA_VISIBLE_DEVICES" in c.markers
-    assert c.nvidia_env["NVIDIA_PYTORCH_VERSION"] == "25.09"
-    assert c.nvidia_env["NVIDIA_API_KEY"] == "***"
+    assert raw.nvidia_env["NVIDIA_PYTORCH_VERSION"] == "25.09"
+    assert raw.nvidia_env["NVIDIA_API_KEY"] == "***"
+    # raw: what was read; the corroborated NGC version marker is the judgment's (checks/container.py)
+    assert raw.markers == ["/.dockerenv", "env:NVIDIA_VISIBLE_DEVICES", "env:NVIDIA_DRIVER_CAPABILITIES"]
 
 
 def test_v1_docker_cgroup_without_image_is_other(spark_root):
     shutil.copy(RAW / "cgroup" / "v1_docker_self.txt", spark_root / "proc/1/cgroup")
-    c = gather({}, spark_root, UNAME).container
+    c = judged(gather({}, spark_root, UNAME).container)
     assert c.markers == ["cgroup:docker", "cgroup:containerd"]
     assert c.image_kind == "other"
 
 
 def test_podman_containerenv_names_the_unsloth_image(spark_root):
     shutil.copy(RAW / "os_release" / "containerenv_podman", _write(spark_root, "run/.containerenv", ""))
-    c = gather({"container": "podman"}, spark_root, UNAME).container
+    c = judged(gather({"container": "podman"}, spark_root, UNAME).container)
     assert c.markers == ["/run/.containerenv", "env:container=podman"]
     assert c.image_kind == "unsloth"
     assert c.image_hint == "docker.io/unsloth/unsloth:dgxspark-latest"
@@ -199,28 +203,29 @@ def test_podman_containerenv_names_the_unsloth_image(spark_root):
 def test_unsloth_workspace_on_ngc_base(spark_root):
     _write(spark_root, ".dockerenv", "")
     (spark_root / "workspace" / "unsloth").mkdir(parents=True)
-    c = gather({"NVIDIA_PYTORCH_VERSION": "25.09", "NVIDIA_BUILD_ID": "1"}, spark_root, UNAME).container
+    c = judged(gather({"NVIDIA_PYTORCH_VERSION": "25.09", "NVIDIA_BUILD_ID": "1"}, spark_root, UNAME).container)
     assert c.image_kind == "unsloth"
     assert "/workspace/unsloth" in c.image_hint and "nvcr.io/nvidia/pytorch:25.09-py3" in c.image_hint
 
 
 def test_unsloth_env_on_a_bare_host_is_not_a_container(spark_root):
-    c = gather({"UNSLOTH_COMPILE_DISABLE": "1"}, spark_root, UNAME).container
+    c = judged(gather({"UNSLOTH_COMPILE_DISABLE": "1"}, spark_root, UNAME).container)
     assert not known(c.image_kind)
 
 
 def test_hand_exported_ngc_version_is_not_a_container(spark_root):
     # HPC job scripts `export NVIDIA_PYTORCH_VERSION=24.03` to please installers (seen in the wild)
-    c = gather({"NVIDIA_PYTORCH_VERSION": "24.03"}, spark_root, UNAME).container
+    raw = gather({"NVIDIA_PYTORCH_VERSION": "24.03"}, spark_root, UNAME).container
+    c = judged(raw)
     assert c.markers == []
     assert isinstance(c.image_kind, Unavailable)
     assert "exported by hand" in c.image_kind.detail
-    assert c.nvidia_env == {"NVIDIA_PYTORCH_VERSION": "24.03"}
+    assert raw.nvidia_env == {"NVIDIA_PYTORCH_VERSION": "24.03"}
 
 
 def test_other_ngc_product_is_guessed_and_labelled(spark_root):
     _write(spark_root, ".dockerenv", "")
-    c = gather({"NVIDIA_TRITON_SERVER_VERSION": "25.11", "NVIDIA_BUILD_ID": "7"}, spark_root, UNAME).container
+    c = judged(gather({"NVIDIA_TRITON_SERVER_VERSION": "25.11", "NVIDIA_BUILD_ID": "7"}, spark_root, UNAME).container)
     assert c.image_kind == "ngc-other"
     assert "guessed" in c.image_hint and "25.11" in c.image_hint
 
@@ -228,7 +233,7 @@ def test_other_ngc_product_is_guessed_and_labelled(spark_root):
 def test_overlay_root_alone_marks_a_container(spark_root):
     _write(spark_root, "proc/1/mountinfo",
            "1203 1109 0:312 / / rw,relatime master:1 - overlay overlay rw,lowerdir=/var/lib/x\n")
-    c = gather({}, spark_root, UNAME).container
+    c = judged(gather({}, spark_root, UNAME).container)
     assert c.markers == ["mountinfo:overlay-root"] and c.image_kind == "other"
 
 
@@ -282,7 +287,8 @@ def test_live_host_does_not_raise():
 def test_unavailable_section_says_why():
     f = host.unavailable(Why.timeout, "probe still running")
     assert isinstance(f.arch, Unavailable) and f.arch.unavailable == Why.timeout
-    assert isinstance(f.container.image_kind, Unavailable)
+    assert isinstance(judged(f.container).image_kind, Unavailable)
+    assert f.container.markers_read.unavailable == Why.timeout
 
 
 def test_ngc_image_with_pip_installed_unsloth_is_ngc_not_the_unsloth_container(tmp_path):
@@ -291,5 +297,5 @@ def test_ngc_image_with_pip_installed_unsloth_is_ngc_not_the_unsloth_container(t
 
     (tmp_path / "usr/local/lib/python3.12/dist-packages/unsloth").mkdir(parents=True)
     (tmp_path / ".dockerenv").write_text("")
-    facts = _container({"NVIDIA_PYTORCH_VERSION": "25.09", "NVIDIA_BUILD_ID": "1"}, tmp_path)
+    facts = judged(_container({"NVIDIA_PYTORCH_VERSION": "25.09", "NVIDIA_BUILD_ID": "1"}, tmp_path))
     assert facts.image_kind == "ngc-pytorch" and "unsloth" not in facts.image_hint.lower()

@@ -6,7 +6,10 @@ the mapping is tested against what the binding really throws.
 
 from __future__ import annotations
 
+import ast
+import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
@@ -365,3 +368,107 @@ def test_probe_records_a_refused_handle_and_goes_on():
     facts = gpu.collect(CollectOptions(env={}, counter_window_s=0.0), nvml_module=TwoGpus())
     assert facts.source == "nvml" and [d.index for d in facts.devices] == [0]
     assert "GPU 1" in facts.nvml_error and "GPU is lost" in facts.nvml_error
+
+
+# --------------------------------------------------------------------------- the monitor's per-row read
+def test_read_sample_gives_values_as_the_device_reader_does():
+    fake = FakeNvml()
+    s = nvml.read_sample(fake, "h")
+    d = nvml.read_device(FakeNvml(), "h", 0)
+    assert (s.temperature_c, s.power_draw_w, s.sm_clock_mhz, s.utilization_pct, s.pstate, s.clock_event_reasons) == (
+        d.temperature_c, d.power_draw_w, d.sm_clock_mhz, d.utilization_pct, d.pstate, d.clock_event_reasons)
+    assert (s.temperature_c, s.power_draw_w, s.pstate, s.clock_event_reasons) == (42, pytest.approx(11.17), "P0", 0x20)
+    assert s.violation_us == nvml.read_violations(FakeNvml(), "h")
+    assert s.compute_processes == [(400721, "VLLM::EngineCore", 96581 * MIB)]  # compute only: graphics are not load
+
+
+def test_read_sample_says_why_for_every_reading_it_cannot_take():
+    class Failing(FakeNvml):
+        nvmlDeviceGetTemperature = staticmethod(raiser(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        nvmlDeviceGetPowerUsage = staticmethod(raiser(pynvml.NVML_ERROR_NO_PERMISSION))
+        nvmlDeviceGetClockInfo = staticmethod(raiser(pynvml.NVML_ERROR_TIMEOUT))
+        nvmlDeviceGetUtilizationRates = staticmethod(raiser(pynvml.NVML_ERROR_GPU_IS_LOST))
+        nvmlDeviceGetCurrentClocksEventReasons = staticmethod(raiser(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND))
+        nvmlDeviceGetCurrentClocksThrottleReasons = staticmethod(lambda h: SENTINEL)
+        nvmlDeviceGetComputeRunningProcesses = staticmethod(raiser(pynvml.NVML_ERROR_NOT_SUPPORTED))
+
+        def nvmlDeviceGetPerformanceState(self, h):
+            return 32  # NVML_PSTATE_UNKNOWN
+
+    s = nvml.read_sample(Failing(), "h")
+    readings = {"temperature_c": Why.not_supported, "power_draw_w": Why.no_permission, "sm_clock_mhz": Why.timeout,
+                "utilization_pct": Why.error, "pstate": Why.not_supported, "clock_event_reasons": Why.not_supported,
+                "compute_processes": Why.not_supported}
+    for name, why in readings.items():
+        value = getattr(s, name)
+        assert isinstance(value, Unavailable) and value.unavailable is why and value.detail, (name, value)
+
+
+def test_read_sample_marks_a_sentinel_process_memory_and_an_unreadable_name():
+    class Procs(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            return [SimpleNamespace(pid=329691, usedGpuMemory=SENTINEL), SimpleNamespace(pid="x", usedGpuMemory=1)]
+
+    ((pid, name, used),) = nvml.read_sample(Procs(), "h").compute_processes
+    assert pid == 329691 and name.unavailable is Why.no_permission and used.unavailable is Why.not_supported
+
+
+@pytest.mark.parametrize("kind", ["temperature_c", "power_draw_w", "pstate", "compute_processes"])
+def test_read_sample_never_raises_on_odd_binding_values(kind):
+    class Odd(FakeNvml):
+        nvmlDeviceGetTemperature = staticmethod(lambda h, s: "hot")
+        nvmlDeviceGetPowerUsage = staticmethod(lambda h: None)
+        nvmlDeviceGetPerformanceState = staticmethod(lambda h: "P0")
+        nvmlDeviceGetComputeRunningProcesses = staticmethod(lambda h: None)
+
+    value = getattr(nvml.read_sample(Odd(), "h"), kind)
+    assert value == [] if kind == "compute_processes" else isinstance(value, Unavailable)
+
+
+def test_warm_init_initialises_once_and_refuses_like_a_session(monkeypatch):
+    fake = FakeNvml()
+    monkeypatch.setattr(nvml, "import_binding", lambda: fake)
+    nvml.warm_init()
+    assert fake.calls == ["init"]  # left initialised: the probe's own pair nests inside
+    monkeypatch.setattr(nvml, "import_binding", lambda: FakeNvml(init_error=err(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)))
+    with pytest.raises(nvml.NvmlUnusable, match="nvmlInit failed"):
+        nvml.warm_init()
+
+
+# --------------------------------------------------------------------------- one owner
+SRC = Path(__file__).resolve().parents[2] / "src" / "sparkops"
+
+
+def pynvml_importers(text: str) -> list[int]:
+    """Lines of ``text`` (Python source) that import pynvml: import statements, importlib/__import__ by name."""
+    lines = []
+    for node in ast.walk(ast.parse(text)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n.split(".")[0] == "pynvml" for n in names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "pynvml" for a in node.args):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_importer_finder_finds_every_form():
+    src = "import os\nimport pynvml\nfrom pynvml import nvmlInit\nimport importlib\nimportlib.import_module('pynvml')\n" \
+          "__import__('pynvml')\nx = 'pynvml'\n"
+    assert pynvml_importers(src) == [2, 3, 5, 6]
+
+
+def test_only_probes_nvml_imports_pynvml():
+    owners = {str(p.relative_to(SRC)): pynvml_importers(p.read_text(encoding="utf-8")) for p in SRC.rglob("*.py")}
+    assert {path for path, lines in owners.items() if lines} == {"probes/nvml.py"}, owners
+
+
+def test_the_nvml_owner_loads_without_pydantic():
+    """probes.early imports it on a thread before pydantic loads: its load must stay standard library only."""
+    code = ("import sys; import sparkops.probes.nvml; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pynvml') or m.startswith('sparkops.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "['sparkops.probes', 'sparkops.probes.nvml']"

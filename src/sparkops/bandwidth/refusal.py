@@ -89,9 +89,13 @@ def neighbours(facts: Facts, kinds: Collection[str], alive: Callable[[int], bool
         if _tried(host):
             unlisted.append(f"the process table was not read ({host})")
     else:
+        from sparkops.checks.processes import classify_all
+
+        classes = classify_all(host)
         for hp in host:
-            if hp.kind in kinds and hp.pid not in own_pids and hp.pid not in found and alive(hp.pid):
-                found[hp.pid] = Neighbour(hp.pid, hp.name, f"{hp.kind} process", None)
+            kind = classes[hp.pid].kind
+            if kind in kinds and hp.pid not in own_pids and hp.pid not in found and alive(hp.pid):
+                found[hp.pid] = Neighbour(hp.pid, hp.name, f"{kind} process", None)
     return list(found.values()), unlisted
 
 

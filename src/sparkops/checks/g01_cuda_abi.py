@@ -14,7 +14,7 @@ import re
 import signal
 from collections.abc import Sequence
 
-from sparkops.checks import gpu_visibility
+from sparkops.checks import container, gpu_visibility
 from sparkops.checks.base import (
     CheckContext,
     Evidence,
@@ -166,7 +166,7 @@ def check(ctx: CheckContext) -> Finding:
     unknowns: list[Reason] = []
     gpu_host = ctx.platform != "none"
     indexes: tuple[str, ...] = kb.thresholds.g1.torch_indexes
-    where = "container" if ctx.facts.host.container.markers else "target-env"
+    where = "container" if container.classify(ctx.facts.host.container).in_container else "target-env"
 
     # -- what torch says about itself: the static read first, the live import second
     version: str | None = None

@@ -7,6 +7,7 @@ Unsloth's loader switches to flash-attention-2 whenever flash-attn is importable
 
 from __future__ import annotations
 
+from sparkops.checks import container
 from sparkops.checks.base import CheckContext, ev, installed
 from sparkops.core.findings import Finding
 from sparkops.facts.model import TorchLive
@@ -23,9 +24,10 @@ def check(ctx: CheckContext) -> Finding:
     fa = dists.get("flash-attn")
     unsloth = dists.get("unsloth")
     live = target.live if isinstance(target.live, TorchLive) else None
-    kind = ctx.facts.host.container.image_kind
+    cont = container.classify(ctx.facts.host.container)
+    kind = cont.image_kind
     in_container = known(kind) and kind != "none"
-    where = ctx.facts.host.container.image_hint or (f"{kind} container" if in_container else "this environment")
+    where = cont.image_hint or (f"{kind} container" if in_container else "this environment")
     evidence = [ev("target.distributions[flash-attn]", fa), ev("target.distributions[unsloth]", unsloth),
                 ev("host.container.image_kind", str(kind))]
     sdp = ""

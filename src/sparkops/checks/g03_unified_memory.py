@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sparkops.checks import g03_fragmentation, identity
+from sparkops.checks import container, g03_fragmentation, identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.core.findings import Evidence, Finding
 from sparkops.core.units import GIB
@@ -135,6 +135,23 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
         warns.insert(0, reason("G3.serve-start-after-flush", **v))
     elif code == "G3.start_fails":
         warns.insert(0, reason("G3.serve-start-refused", **v))
+    # the one budget (checks/pool_budget.py): the share asked for beside what the running servers
+    # have reserved (a capped server's cap x total), not only what is free at this instant
+    total = pool_total_gib(ctx.facts)
+    if total is None:
+        return
+    near = pool_budget.neighbour_lines(ctx.facts, total, kb=ctx.kb)
+    b = pool_budget.judge(total, near, [pool_budget.PoolLine("vllm (planned)", round(share * total, 2),
+                                                             f"share {share:g} x {total:.2f} GiB")],
+                          os_reserve_gib=float(ctx.kb.thresholds.g3.os_reserve_gb), fit_margin=0.0)
+    evidence.append(ev("pool budget", b.values()))
+    if b.code == "over" and near:
+        top = sorted(near, key=lambda x: -x.gib)[:3]
+        warns.append(reason("G3.serve-share-over-reservations", share=share, requested_gib=share * total,
+                            reserved_gib=b.reserved_gib, usable_gib=b.usable_gib, os_reserve_gib=b.os_reserve_gib,
+                            over_gib=-(b.left_gib or 0.0),
+                            fits=pool_budget.largest_share(total, b.reserved_gib, b.os_reserve_gib),
+                            largest="; ".join(f"{x.name}: {x.gib:.1f} GiB ({x.how})" for x in top)))
 
 
 def _gpu_held(ctx: CheckContext) -> float | None:
@@ -164,7 +181,7 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
     notes: list[str] = []
     visible = cuda_free if cuda_free is not None else free
     visible_what = "cudaMemGetInfo free" if cuda_free is not None else "CUDA-visible free ≈ MemFree"
-    in_container = bool(ctx.facts.host.container.markers)
+    in_container = container.classify(ctx.facts.host.container).in_container
     cache_big = _gib(gap) >= kb.thresholds.g3.page_cache_warn_gb
     low = _gib(avail) < kb.thresholds.g3.low_available_warn_gb
     swapping = _gib(swap_used) >= kb.thresholds.g3.swap_used_warn_gb

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkops.checks import identity
+from sparkops.checks import identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.checks.processes import ProcessClass, classify_all, kind_from_name
 from sparkops.core.findings import Evidence, Finding
 from sparkops.core.units import GIB, MIB
 from sparkops.facts.model import HostProcess
@@ -19,10 +20,6 @@ from sparkops.facts.reading import known
 
 GID = "G6"
 
-# Fallback when only NVML's process name is known: name fragment -> server kind.
-NAME_KINDS = (("vllm", "vllm"), ("sglang", "sglang"), ("ollama", "ollama"), ("llama-server", "llama.cpp"),
-              ("llama.cpp", "llama.cpp"), ("text-generation", "tgi"), ("trtllm", "trtllm"),
-              ("tensorrt", "trtllm"), ("comfyui", "comfyui"))
 SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "ollama": "Ollama", "llama.cpp": "llama.cpp server",
                 "tgi": "TGI", "trtllm": "TensorRT-LLM", "comfyui": "ComfyUI", "trainer": "trainer"}
 
@@ -48,12 +45,7 @@ class Neighbour:
             f"{self.mem_bytes / MIB:.0f} MiB {self.mem_source}"
 
 
-def _kind_from_name(name: str) -> str:
-    low = name.lower()
-    return next((k for frag, k in NAME_KINDS if frag in low), "other")
-
-
-def _neighbours(ctx: CheckContext, host: dict[int, HostProcess]) -> list[Neighbour]:
+def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, ProcessClass]) -> list[Neighbour]:
     """GPU processes first (their memory is what competes), then servers seen only in the process table."""
     defaults: dict[str, float] = ctx.kb.thresholds.g6.default_caps
     out: list[Neighbour] = []
@@ -63,12 +55,13 @@ def _neighbours(ctx: CheckContext, host: dict[int, HostProcess]) -> list[Neighbo
             continue
         for gp in dev.processes:  # type: ignore[union-attr]
             hp = host.get(gp.pid)
-            kind = hp.kind if hp and hp.kind != "other" else _kind_from_name(gp.name or (hp.name if hp else ""))
+            hc = cls[gp.pid] if hp else None
+            kind = hc.kind if hc and hc.kind != "other" else kind_from_name(gp.name or (hp.name if hp else ""))
             mem = gp.used_memory_bytes if known(gp.used_memory_bytes) else (hp.rss_bytes if hp else None)
             src = "GPU" if known(gp.used_memory_bytes) else "RSS"
             n = Neighbour(gp.pid, gp.name or (hp.name if hp else "?"), kind, mem, src)  # type: ignore[arg-type]
-            if hp and hp.memory_fraction is not None:
-                n.fraction, n.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+            if hc and hc.fraction is not None:
+                n.fraction, n.cap_source = hc.fraction, hc.cap_source or "cmdline"
             out.append(n)
             seen.add(gp.pid)
     # a server's front process (``vllm serve``) and its engine child (``VLLM::EngineCore``) are one
@@ -83,23 +76,43 @@ def _neighbours(ctx: CheckContext, host: dict[int, HostProcess]) -> list[Neighbo
     have_ppids = any(hp.ppid is not None for hp in host.values())
     gpu_kinds = {n.kind for n in out}
     for hp in host.values():
-        if hp.pid in seen or hp.kind == "other":
+        hc = cls[hp.pid]
+        if hp.pid in seen or hc.kind == "other":
             continue
         child = front_of.get(hp.pid)
-        if child is None and not have_ppids and hp.kind in gpu_kinds:
-            child = next(n for n in out if n.kind == hp.kind)  # no parent links: match by kind
+        if child is None and not have_ppids and hc.kind in gpu_kinds:
+            child = next(n for n in out if n.kind == hc.kind)  # no parent links: match by kind
         if child is not None:
-            if hp.memory_fraction is not None and (child.fraction is None or child.cap_source == "default"):
-                child.fraction, child.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+            if hc.fraction is not None and (child.fraction is None or child.cap_source == "default"):
+                child.fraction, child.cap_source = hc.fraction, hc.cap_source or "cmdline"
             continue
-        n = Neighbour(hp.pid, hp.name, hp.kind, hp.rss_bytes or None, "RSS")
-        if hp.memory_fraction is not None:
-            n.fraction, n.cap_source = hp.memory_fraction, hp.memory_cap_source or "cmdline"
+        n = Neighbour(hp.pid, hp.name, hc.kind, hp.rss_bytes or None, "RSS")
+        if hc.fraction is not None:
+            n.fraction, n.cap_source = hc.fraction, hc.cap_source or "cmdline"
         out.append(n)
     for n in out:
         if n.fraction is None and n.kind in defaults:
             n.fraction, n.cap_source = float(defaults[n.kind]), "default"
     return out
+
+
+def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib: float, kb) -> pool_budget.PoolBudget:  # noqa: ANN001
+    """The planned peak beside each neighbour's reservation (a share-of-total server's cap x pool)."""
+    lines = []
+    for n in neighbours:
+        gib, how = pool_budget.reservation_gib(n.kind, n.fraction, None if n.mem_bytes is None else n.mem_bytes / GIB,
+                                               pool_gib)
+        lines.append(pool_budget.PoolLine(n.label(), round(gib, 2), how, pid=n.pid, kind=n.kind))
+    return pool_budget.judge(pool_gib, lines, [pool_budget.PoolLine("planned run", round(peak_gib, 2), "planned peak")],
+                             os_reserve_gib=float(kb.thresholds.g3.os_reserve_gb),
+                             fit_margin=float(kb.thresholds.g3.fit_margin_fraction))
+
+
+def _budget_values(b: pool_budget.PoolBudget, peak_gb: float) -> dict[str, object]:
+    top = sorted(b.neighbours, key=lambda x: -x.gib)[:3]
+    return {"peak_gib": peak_gb * 1e9 / GIB, "reserved_gib": b.reserved_gib, "usable_gib": b.usable_gib,
+            "pool_gib": b.pool_gib, "os_reserve_gib": b.os_reserve_gib, "left_gib": b.left_gib,
+            "margin": b.fit_margin, "largest": "; ".join(f"{x.name}: {x.gib:.1f} GiB ({x.how})" for x in top) or "none"}
 
 
 def _pool_bytes(ctx: CheckContext) -> int | None:
@@ -122,7 +135,8 @@ def check(ctx: CheckContext) -> Finding:
     kb = ctx.kb
     near = kb.thresholds.g6.near_capacity_fraction
     heavy_b = kb.thresholds.g6.heavy_neighbour_gb * GIB
-    neighbours = _neighbours(ctx, host)
+    cls = classify_all(host.values(), kb)
+    neighbours = _neighbours(ctx, host, cls)
     evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
     warns: list[Reason] = []
     notes: list[str] = []
@@ -143,7 +157,7 @@ def check(ctx: CheckContext) -> Finding:
             notes.append(f"small neighbour {n.label()}: {n.mem()}")
     dstate_min = ctx.kb.thresholds.g6.dstate_min_gb * GIB
     for hp in host.values():
-        if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or hp.kind != "other"):
+        if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or cls[hp.pid].engine):
             warns.append(reason("G6.dstate", who=f"{hp.name} (pid {hp.pid})", rss_gib=hp.rss_bytes / GIB))
     if not known(table):
         notes.append(f"process table not read ({table}): servers without a GPU context and D-state holders "
@@ -177,6 +191,16 @@ def check(ctx: CheckContext) -> Finding:
             return ctx.conclude(GID, [reason("G6.plan-plus-neighbours", peak_gib=peak * 1e9 / GIB,
                                              held_gib=held / GIB, pool_gib=pool / GIB), *warns],
                                 evidence=evidence, notes=notes)
+        # the one budget (checks/pool_budget.py, which `plan --serve --beside` uses too): a capped
+        # server takes its cap x total from start-up on, whatever it holds now
+        budget = _reservations_budget(neighbours, pool / GIB, peak * 1e9 / GIB, kb)
+        evidence.append(ev("pool budget", budget.values()))
+        if budget.code in ("over", "tight"):
+            v = _budget_values(budget, peak)
+            if budget.code == "over":
+                return ctx.conclude(GID, [reason("G6.plan-plus-reservations", **v), *warns], evidence=evidence,
+                                    notes=notes)
+            warns.append(reason("G6.plan-tight-beside-reservations", **v))
     elif peak is not None:
         notes.append("the pool size was not read, so the workload plus neighbours was not tested against it")
     if warns:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from sparkops.checks import identity
+from sparkops.checks import container, identity
 from sparkops.checks.base import (
     CheckContext,
     Evidence,
@@ -100,7 +100,7 @@ def _blockers(ctx: CheckContext, dists: dict[str, str], notes: list[str]) -> lis
 
 def check(ctx: CheckContext) -> Finding:
     facts, kb = ctx.facts, ctx.kb
-    cont = facts.host.container
+    cont = container.classify(facts.host.container)
     kind = cont.image_kind
     env = facts.host.env
     pyenv = facts.target.env

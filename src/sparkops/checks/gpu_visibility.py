@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkops.checks import container
 from sparkops.facts.model import Facts, TorchLive
 from sparkops.facts.reading import Unavailable, known
 from sparkops.knowledge import Knowledge
@@ -95,13 +96,14 @@ def triage(facts: Facts, kb: Knowledge) -> Triage:
     nodes = host.dev_nvidia
     gpu_nodes = ({k: v for k, v in nodes.items() if k.rstrip("0123456789") == "/dev/nvidia" and k[-1].isdigit()}
                  if isinstance(nodes, dict) else None)
-    in_container = bool(host.container.markers)
+    cont = container.classify(host.container)
+    in_container = cont.in_container
 
     # 1. container without the NVIDIA runtime: no device nodes, or NVIDIA_VISIBLE_DEVICES void
     if in_container:
         nvd = env.get("NVIDIA_VISIBLE_DEVICES")
         if not gpu_nodes:
-            return Triage(1, "inside a container (" + ", ".join(host.container.markers[:2]) + ") with no "
+            return Triage(1, "inside a container (" + ", ".join(cont.markers[:2]) + ") with no "
                           "/dev/nvidia<N> device node" + (f"; NVIDIA_VISIBLE_DEVICES={nvd!r}" if nvd else ""),
                           ruled_out, not_checked)
         if nvd is not None and nvd.strip().lower() in ("", "void", "none"):

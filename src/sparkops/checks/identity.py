@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkops.checks import gpu_visibility
+from sparkops.checks import container, gpu_visibility
 from sparkops.checks.base import conclude, ev, reason
 from sparkops.core.findings import Evidence, Finding
 from sparkops.core.units import GIB
@@ -98,7 +98,7 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
         smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"
         tri = gpu_visibility.triage(facts, kb)
         evidence.append(ev("host.dev_nvidia", facts.host.dev_nvidia))
-        evidence.append(ev("host.container.markers", facts.host.container.markers))
+        evidence.append(ev("host.container.markers", container.classify(facts.host.container).markers))
         return conclude(kb, "identity", [reason(tri.code, what="no NVIDIA GPU visible", nvml=why, smi=smi,
                                                 **tri.values())], evidence=evidence)
     live = facts.target.live

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkops.checks import container
 from sparkops.core.findings import Finding, Status
 from sparkops.diagnose.model import FactEffect
 from sparkops.facts.model import Facts
@@ -92,7 +93,7 @@ def _signals(facts: Facts, out: FactJudgement) -> None:
         out.signals.add("fact.flash-attn-installed")
     if "G6" in out.effects and any(e.effect == "confirms" for e in out.effects["G6"]):
         out.signals.add("fact.heavy-neighbour")
-    ct = facts.host.container
+    ct = container.classify(facts.host.container)
     if known(ct.image_kind) and ct.image_kind in ("ngc-pytorch", "unsloth"):
         out.signals.add("fact.in-container")
     elif not ct.markers and t.env.kind in ("venv", "uv", "conda"):

@@ -116,17 +116,21 @@ def engine_metrics(scan: Callable[[], Any]) -> list[Metric]:
     procs = getattr(facts, "processes", None)
     if not isinstance(procs, list):
         return []
+    from sparkops.checks.processes import classify_all
+
+    classes = classify_all(procs)
     rss = _g("sparkops_engine_resident_memory", "Resident memory of a known engine or trainer", ["pid", "kind", "name"],
              "bytes")
     cap = _g("sparkops_engine_memory_cap_ratio", "A server's memory cap as a share of the pool "
              "(--gpu-memory-utilization and the like; default when not given)", ["pid", "kind", "name", "source"])
     for p in procs:
-        if p.kind == "other":
+        c = classes[p.pid]
+        if c.kind == "other":
             continue
-        labels = [str(p.pid), p.kind, p.name[:60]]
+        labels = [str(p.pid), c.kind, p.name[:60]]
         rss.add_metric(labels, float(p.rss_bytes))
-        if p.memory_fraction is not None:
-            cap.add_metric([*labels, p.memory_cap_source or ""], float(p.memory_fraction))
+        if c.fraction is not None:
+            cap.add_metric([*labels, c.cap_source or ""], float(c.fraction))
     return [rss, cap]
 
 

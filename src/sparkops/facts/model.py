@@ -11,11 +11,11 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from sparkops.facts.reading import NOT_COLLECTED, Unavailable, Why, missing
 
-FACTS_SCHEMA_VERSION = 1
+FACTS_SCHEMA_VERSION = 2  # 2: processes and the container recorded raw; checks classify
 
 _V = TypeVar("_V")
 # A mapping reading: Unavailable is tried first, so on replay ``{"unavailable": "error", ...}``
@@ -132,13 +132,25 @@ class ProbeRecord(_Model):
 
 
 # --------------------------------------------------------------------------- host
-class ContainerFacts(_Model):
-    """Container markers. An empty marker list is NOT proof of a bare host (cgroup v2 hides them)."""
+class V1ContainerClass(_Model):
+    """What a schema-1 tool decided about the container at collect time (only a migrated snapshot has it)."""
 
-    markers: list[str] = Field(default_factory=list)  # "/.dockerenv", "env:container=podman", ...
     image_kind: Literal["ngc-pytorch", "ngc-other", "unsloth", "other", "none"] | Unavailable = NOT_COLLECTED
-    image_hint: str = ""  # e.g. "nvcr.io/nvidia/pytorch:25.09-py3" or "NVIDIA_PYTORCH_VERSION=25.09"
+    image_hint: str = ""
+
+
+class ContainerFacts(_Model):
+    """Container markers and variables as read, unjudged: what kind of container this is (NGC, Unsloth,
+    other, unknown) is decided by ``sparkops.checks.container``. An empty marker list is NOT proof of
+    a bare host (cgroup v2 hides them)."""
+
+    markers: list[str] = Field(default_factory=list)  # "/.dockerenv", "cgroup:docker", "env:container=podman", ...
+    markers_read: Literal[True] | Unavailable = NOT_COLLECTED  # True once the probe looked; else why it could not
+    image: str = ""  # the image= line of /run/.containerenv (podman), redacted
     nvidia_env: dict[str, str] = Field(default_factory=dict)  # NVIDIA_*/NGC version variables seen
+    unsloth_paths: list[str] = Field(default_factory=list)  # Unsloth image paths that exist ("/workspace/unsloth")
+    unsloth_env: list[str] = Field(default_factory=list)  # names of UNSLOTH_* variables set
+    v1_class: V1ContainerClass | None = None  # set only when a schema-1 snapshot was migrated
 
 
 class PythonEnvFacts(_Model):
@@ -282,18 +294,33 @@ class CudaLibFacts(_Model):
 
 
 # --------------------------------------------------------------------------- processes
+class V1ProcessClass(_Model):
+    """What a schema-1 tool decided about a process at collect time (only a migrated snapshot has it:
+    that tool kept a 300-character command line, not the argv it judged)."""
+
+    kind: str = "other"
+    memory_fraction: float | None = None
+    memory_cap_source: str = ""
+
+
 class HostProcess(_Model):
-    """A process worth knowing about for G6 (servers, trainers, D-state holders)."""
+    """A process as the scan read it: raw, unjudged. What it is (server, trainer) and its memory cap
+    are the checks' (``sparkops.checks.processes``), read from ``argv`` with the knowledge of the day."""
 
     pid: int
     name: str
-    kind: str = "other"  # vllm, sglang, ollama, llama.cpp, tgi, trtllm, comfyui, trainer, other
-    cmdline: str = ""  # redacted, truncated
+    exe: str = ""  # /proc/<pid>/exe as psutil read it ("" when it could not)
+    cmdline: str = ""  # redacted, truncated: for display
+    argv: list[str] | Unavailable = Field(
+        default=NOT_COLLECTED,
+        description="The command line, argument by argument, redacted before it was cut (at most "
+        "ARGV_MAX_ARGS arguments of ARGV_MAX_CHARS characters). Cap flags such as vLLM's "
+        "--gpu-memory-utilization are read from here by the checks.",
+    )
     rss_bytes: int = 0
     state: str = ""  # psutil status: "running", "sleeping", "disk-sleep" (D) ...
-    memory_fraction: float | None = None  # a server's cap, e.g. vLLM --gpu-memory-utilization
-    memory_cap_source: str = ""  # "default", "cmdline", "env", "parent" (an engine child of a capped server)
     ppid: int | None = None  # lets a check count a server and its engine children once
+    v1_class: V1ProcessClass | None = None  # set only when a schema-1 snapshot was migrated
 
 
 class ProcessFacts(_Model):
@@ -503,6 +530,47 @@ class Facts(_Model):
         "not_collected without a detail when nobody asked, with the reason when the measurement was refused "
         "(other GPU jobs, memory short) or could not run.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate(data)
+
+
+# --------------------------------------------------------------------------- older snapshots
+V1_ARGV_LOST = ("schema-1 snapshot: its tool kept only the redacted, 300-character command line and its own "
+                "classification (used as recorded)")
+
+
+def migrate(data: Any) -> Any:
+    """A schema-1 snapshot as schema 2 (anything else passes through untouched).
+
+    Schema 1 recorded each process's kind and memory cap as judged at collect time, and the command line
+    only as 300 redacted characters. Schema 2 records the argv and lets the checks judge: a migrated
+    process keeps the old verdict in ``v1_class`` and its ``argv`` says why it is missing. Schema 1's
+    container kind and image (``image_kind``, ``image_hint``) move to the container's ``v1_class``
+    the same way. The input is not modified."""
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        return data
+    out = dict(data)
+    out["schema_version"] = FACTS_SCHEMA_VERSION
+    section = out.get("processes")
+    if isinstance(section, dict) and isinstance(section.get("processes"), list):
+        procs = []
+        for p in section["processes"]:
+            if isinstance(p, dict):
+                p = dict(p)
+                old = {k: p.pop(k) for k in ("kind", "memory_fraction", "memory_cap_source") if k in p}
+                p["v1_class"] = old
+                p.setdefault("argv", {"unavailable": "not_collected", "detail": V1_ARGV_LOST})
+            procs.append(p)
+        out["processes"] = {**section, "processes": procs}
+    host = out.get("host")
+    if isinstance(host, dict) and isinstance(host.get("container"), dict):
+        cont = dict(host["container"])
+        cont["v1_class"] = {k: cont.pop(k) for k in ("image_kind", "image_hint") if k in cont}
+        out["host"] = {**host, "container": cont}
+    return out
 
 
 def implausible_readings(facts: BaseModel) -> list[str]:

@@ -83,20 +83,25 @@ def in_container(env: Mapping[str, str], root: Path, proc_sys: Path) -> str | No
     except OSError:
         pass
     try:
-        markers = host.gather(env, root).container.markers
+        from sparkops.checks import container
+
+        markers = container.classify(host.gather(env, root).container).markers
     except Exception:  # noqa: BLE001 - a probe surprise must not turn into a write
         return "could not tell whether this is a container"
     return f"container markers: {', '.join(markers[:3])}" if markers else None
 
 
 def busy(kinds: Sequence[str], kb: Any) -> list[str]:
-    """Training or serving processes now (the process scan's kinds), scanned with ``kb``'s bounds."""
+    """Training or serving processes now (the process scan's kinds), scanned and classified with ``kb``."""
+    from sparkops.checks.processes import classify_all
     from sparkops.probes import CollectOptions, processes
 
     facts = processes.collect(CollectOptions(kb=kb))
     if not known(facts.processes):
         return []
-    return [f"{p.name} (pid {p.pid}, {p.kind})" for p in facts.processes if p.kind in kinds]
+    classes = classify_all(facts.processes, kb)  # type: ignore[arg-type]
+    return [f"{p.name} (pid {p.pid}, {classes[p.pid].kind})" for p in facts.processes  # type: ignore[union-attr]
+            if classes[p.pid].kind in kinds]
 
 
 def fix_g3(action: Action = "drop-caches", *, apply: bool = False, yes: bool = False, force: bool = False,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sparkops import __version__
+from sparkops.checks import container
 from sparkops.checks.base import ev, installed
 from sparkops.core.findings import Evidence, Finding, Status
 from sparkops.core.verdict import verdict as _verdict
@@ -126,8 +127,8 @@ def container_identity(node: FleetNode) -> Reading:
     t = f.target
     if isinstance(t.container_digest, str) and t.container_digest:
         return Reading(t.container_digest, "facts: target.container_digest")
-    c = f.host.container
-    build = c.nvidia_env.get("NVIDIA_BUILD_ID", "")
+    c = container.classify(f.host.container)
+    build = f.host.container.nvidia_env.get("NVIDIA_BUILD_ID", "")
     if known(c.image_kind) and c.image_kind != "none":
         name = c.image_hint or f"unnamed {c.image_kind} container (markers: {', '.join(c.markers[:3])})"
         return Reading(name + (f" (NVIDIA_BUILD_ID {build})" if build else ""), "facts: container markers")

@@ -56,6 +56,7 @@ class G6(_Section):
     dstate_recheck_s: float  # a process in D state is looked at again after this long
     dstate_min_gb: float  # a stuck process holding less than this does not contend
     default_caps: dict[str, float]  # engine -> share of the pool it takes without a cap
+    cap_flags: dict[str, tuple[str, ...]]  # engine -> flags (dashes read as underscores) carrying its share
 
 
 class G7(_Section):
@@ -110,6 +111,7 @@ class Probes(_Section):
     target_quick_timeout_s: float = Field(gt=0)
     elf_max_files: int = Field(ge=1)
     elf_budget_s: float = Field(gt=0)
+    process_record_words: tuple[str, ...]  # a process whose argv/name holds one of these is recorded raw
 
 
 class Analyze(_Section):

@@ -49,7 +49,7 @@ result and cite its G-number.
 - plan_serve: will a model serve (vLLM, SGLang, llama.cpp, Ollama), with how much KV cache, beside what else.
 - collect_facts: the raw facts snapshot (secrets removed).
 Resources: sparkops://gotchas (the catalog), sparkops://gotchas/{gotcha_id}, sparkops://stack-matrix \
-(the dated known-good stack), sparkops://schema/{report,facts,plan,serve,diagnosis,bandwidth,fleet} (JSON Schemas of the results).
+(the dated known-good stack), sparkops://schema/{schemas} (JSON Schemas of the results).
 Nothing here changes the machine; a file is written only where a *_path argument names one. \
 Relative paths resolve against the server's working directory: {cwd}"""
 
@@ -151,7 +151,7 @@ def _resource_errors(fn):
 
 def build(log_level: str = "WARNING") -> MCPServer:
     """The server, tools and resources registered; nothing runs until :func:`run`."""
-    kwargs: dict[str, Any] = {"name": NAME, "instructions": INSTRUCTIONS.replace("{cwd}", os.getcwd()),
+    kwargs: dict[str, Any] = {"name": NAME, "instructions": INSTRUCTIONS.replace("{cwd}", os.getcwd()).replace("{schemas}", "{" + ",".join(SCHEMAS) + "}"),
                               "log_level": log_level}
     try:
         server = MCPServer(version=__version__, **kwargs)

@@ -2,7 +2,8 @@
 
 Nothing here imports the MCP SDK. The server registers these functions as they are: their
 signatures, with the ``Field`` descriptions, become the tools' argument schemas, and their
-docstrings the descriptions an agent reads. Each returns exactly what the matching
+docstrings the descriptions an agent reads. Each wraps what the library returns in the matching
+command's result (:mod:`sparkops.commands`) and returns its JSON, exactly what
 ``spark-ops ... --json`` prints, as a dict. Bad input raises :class:`~sparkops.core.errors.InputError`
 with the CLI's message; the server turns that into an MCP tool error.
 
@@ -52,18 +53,17 @@ def default_budget_s() -> float:
     """The whole-collection deadline when the caller gives none (the CLI's default)."""
     from sparkops import api
 
-    return api.knowledge().thresholds.probes.budget_s
+    return api.collect_options().budget_s
 
 
 def _collect_options(python: str | None, quick: bool, config_paths: list[str] | None, offline: bool,
                      budget_s: float | None):
-    """The CLI's collection options (``spark-ops preflight/collect``), without the container."""
+    """The CLI's collection options (``spark-ops preflight/collect``: :func:`sparkops.api.collect_options`),
+    without the container."""
     from sparkops import api
 
-    budget = float(budget_s) if budget_s is not None else default_budget_s()
     paths = tuple(_path(p) for p in config_paths) if config_paths else ()
-    return api.CollectOptions(depth="quick" if quick else "full", python=python, config_paths=paths,
-                              offline=offline, budget_s=budget, counter_window_s=0.1 if quick else 1.0)
+    return api.collect_options(quick=quick, python=python, config_paths=paths, offline=offline, budget_s=budget_s)
 
 
 def _write(path: str, what: str, text_writer) -> None:  # noqa: ANN001 - a callable taking the Path
@@ -124,7 +124,9 @@ def preflight(
             rep = api.preflight(facts=None, opts=opts, workload=wl, kb=kb)
     if report_path:
         _write(report_path, "report", lambda p: api.write_report(rep, p))
-    return rep.model_dump(mode="json")
+    from sparkops.commands.preflight import ReportResult
+
+    return ReportResult(rep).data()
 
 
 def explain(
@@ -134,10 +136,10 @@ def explain(
     """A gotcha's catalog entry, as `spark-ops explain` shows it: id, title, symptom, cause, what is
     checked, the fix, known problems, references, last_verified. Use it to explain a G-number that a
     preflight or diagnose result cites."""
-    from sparkops import api
+    from sparkops.commands.explain import explain_result
 
     try:
-        return api.explain(gotcha).model_dump(mode="json")
+        return explain_result(gotcha).data()
     except KeyError as exc:
         raise InputError(str(exc.args[0])) from exc
 
@@ -159,8 +161,10 @@ def diagnose(
         from sparkops.diagnose import diagnose_text
     except ImportError as exc:
         raise InputError(f"diagnose is not available in this build of spark-ops ({exc})") from exc
+    from sparkops.commands.diagnose import DiagnosesResult
+
     facts = api.load_facts(_path(facts_path)) if facts_path else None
-    return diagnose_text(text, source="-", facts=facts).model_dump(mode="json")
+    return DiagnosesResult([diagnose_text(text, source="-", facts=facts)]).data()[0]
 
 
 def plan(
@@ -219,7 +223,9 @@ def plan(
     with _live if live else contextlib.nullcontext():
         res = api.plan(model=model, config=config, workload=workload, target=target, budget_gb=budget_gb,
                        facts=_path(facts_path) if facts_path else None, **run)
-    return res.model_dump(mode="json")
+    from sparkops.commands.plan import PlanOutcome
+
+    return PlanOutcome(res).data()
 
 
 def plan_serve(
@@ -229,7 +235,7 @@ def plan_serve(
                     '"OLLAMA_NUM_PARALLEL=2 ollama run gemma3:27b") or free text ("serve qwen3-8b with vllm 32k '
                     'context 8 users").')] = None,
     model: Annotated[str | None, Field(description="Model id or catalog name (overrides the text's).")] = None,
-    engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama")] = None,
+    engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama | trtllm")] = None,
     gguf_path: Annotated[str | None, Field(description="A local GGUF file: its header gives exact weight bytes.")] = None,
     max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang).")] = None,
     gpu_memory_utilization: Annotated[float | None, Field(gt=0, le=1, description="vLLM's share of TOTAL memory.")] = None,
@@ -253,7 +259,9 @@ def plan_serve(
                              target=target, facts=_path(facts_path) if facts_path else None,
                              max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                              kv_cache_dtype=kv_cache_dtype, concurrency=concurrency)
-    return res.model_dump(mode="json")
+    from sparkops.commands.plan import ServeOutcome
+
+    return ServeOutcome(res).data()
 
 
 def collect_facts(
@@ -279,7 +287,9 @@ def collect_facts(
         facts = api.collect(opts)
     if output_path:
         _write(output_path, "snapshot", lambda p: api.save_facts(facts, p))
-    return facts.model_dump(mode="json")
+    from sparkops.commands.collect import FactsResult
+
+    return FactsResult(facts).data()
 
 
 def postmortem(
@@ -293,10 +303,11 @@ def postmortem(
     out-of-memory wedge G3, hardware vs application Xids, kernel panic, an unclean end with no log), with
     the sources it could not read and why."""
     from sparkops import api
+    from sparkops.commands.postmortem import PostmortemResult
     from sparkops.postmortem import run
 
-    return run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())]),
-                          kb=api.knowledge()).model_dump(mode="json")
+    return PostmortemResult(run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())]),
+                                           kb=api.knowledge())).data()
 
 
 @dataclass(frozen=True)

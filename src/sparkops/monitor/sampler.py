@@ -8,7 +8,9 @@ for good. ``nvidia-smi`` (when NVML cannot load, or ``SPARKOPS_NO_NVML=1``) goes
 for ``monitor.sampler_smi_retry_s`` so one bad driver moment does not stall every row.
 
 Memory comes from ``/proc/meminfo`` and ``/proc/pressure/memory`` (on GB10 NVML has no memory
-reading: the pool is the host's). A reading that is unavailable at that instant is ``None``.
+reading: the pool is the host's). NVML is read only through :mod:`sparkops.probes.nvml`
+(``read_sample``, which says why a reading is missing); in the row a reading that is unavailable
+at that instant is an empty cell (``None``).
 
 :func:`run_sampling` appends rows to a CSV on a fixed schedule, flushing each row, and never
 raises on a failing sample (it writes the timestamp and empty cells instead).
@@ -148,43 +150,40 @@ def free_large_bytes(root: Path) -> float | None:
 
 # --------------------------------------------------------------------------- NVML
 def read_nvml(nv: ModuleType, handle: Any) -> dict[str, float | str | None]:
-    """The GPU columns from an open NVML session (queries never raise; failures read None).
+    """The GPU columns from an open NVML session: :func:`sparkops.probes.nvml.read_sample` (the one
+    NVML reader) as cells, an unavailable reading as an empty cell (None). Never raises.
 
     NVML has no HW-thermal counter this binding can read portably (see ``nvml.VIOLATION_POLICIES``),
     so ``violation.hw_thermal`` stays None on this path.
     """
-    out: dict[str, float | str | None] = {}
-    sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
-    out["temperature.gpu"] = _num(nvml.query(nv, "nvmlDeviceGetTemperature", handle, sensor))
-    out["power.draw [W]"] = _num(nvml.query(nv, "nvmlDeviceGetPowerUsage", handle), 0.001)
-    out["clocks.sm [MHz]"] = _num(nvml.query(nv, "nvmlDeviceGetClockInfo", handle, getattr(nv, "NVML_CLOCK_SM", 1)))
-    util = nvml.query(nv, "nvmlDeviceGetUtilizationRates", handle)
-    out["utilization.gpu [%]"] = None if isinstance(util, Unavailable) else _num(getattr(util, "gpu", None))
-    pstate = nvml.query(nv, "nvmlDeviceGetPerformanceState", handle)
-    out["pstate"] = f"P{pstate}" if isinstance(pstate, int) and 0 <= pstate < _PSTATE_UNKNOWN else None
-    reasons = nvml.query(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle)
-    if not isinstance(reasons, int):
-        reasons = nvml.query(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
-    out["clocks_event_reasons.active"] = (reasons_hex(reasons) if isinstance(reasons, int)
-                                          and not isinstance(reasons, bool) and 0 <= reasons < nvml.NOT_AVAILABLE_U64
-                                          else None)
-    counters = nvml.read_violations(nv, handle)
+    return sample_cells(nvml.read_sample(nv, handle))
+
+
+def _cell(value: Any) -> float | None:
+    """A reading of :mod:`sparkops.probes.nvml` (a number, or an Unavailable) as a cell."""
+    return float(value) if type(value) in _PLAIN_NUMBERS or (isinstance(value, (int, float))
+                                                            and not isinstance(value, bool)) else None
+
+
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
+def sample_cells(s: nvml.DeviceSample) -> dict[str, float | str | None]:
+    """One :class:`~sparkops.probes.nvml.DeviceSample` as CSV cells (None where a reading is unavailable)."""
+    reasons, counters, procs = s.clock_event_reasons, s.violation_us, s.compute_processes
+    out: dict[str, float | str | None] = {
+        "temperature.gpu": _cell(s.temperature_c),
+        "power.draw [W]": _cell(s.power_draw_w),
+        "clocks.sm [MHz]": _cell(s.sm_clock_mhz),
+        "utilization.gpu [%]": _cell(s.utilization_pct),
+        "pstate": s.pstate if isinstance(s.pstate, str) else None,
+        "clocks_event_reasons.active": reasons_hex(reasons) if isinstance(reasons, int) else None,
+    }
     for key, column in _COUNTER_COLUMN.items():
-        out[column] = _num(counters.get(key))
-    procs = nvml.query(nv, "nvmlDeviceGetComputeRunningProcesses", handle)
-    if isinstance(procs, Unavailable):
-        out["gpu.processes"] = None
-    else:
-        rows: list[tuple[int, str, int | None]] = []
-        for p in procs or []:
-            pid = getattr(p, "pid", None)
-            if not isinstance(pid, int) or isinstance(pid, bool):
-                continue
-            used = getattr(p, "usedGpuMemory", None)
-            used_b = int(used) if _num(used) is not None else None
-            name = nvml.query(nv, "nvmlSystemGetProcessName", pid)
-            rows.append((pid, name if isinstance(name, str) else "", used_b))
-        out["gpu.processes"] = process_cell(rows)
+        out[column] = _cell(counters.get(key))
+    out["gpu.processes"] = None if isinstance(procs, Unavailable) else process_cell(
+        [(pid, name if isinstance(name, str) else "", used if isinstance(used, int) else None)
+         for pid, name, used in procs])
     return out
 
 
@@ -322,8 +321,8 @@ class Sampler:
             self._close_worker(worker)
             return
         with contextlib.suppress(Exception):
-            name = worker.call(lambda: nvml.decode(nvml.query(self._nv, "nvmlDeviceGetName", self._handle)), timeout)
-            self.gpu_name = name if isinstance(name, str) and name else None
+            name = worker.call(lambda: nvml.device_name(self._nv, self._handle), timeout)
+            self.gpu_name = name if isinstance(name, str) else None
         self._worker = worker
         self.source = "nvml"
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkops.checks import pool_budget
 from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
     ServeInputError,
@@ -472,6 +473,16 @@ def _ge(v: tuple[int, int] | None, s: str) -> bool:
     return v >= (a, b)
 
 
+def activation_bytes_per_token(s: ServeShape, tp: int) -> float:
+    """bf16 bytes one profiled token holds at the largest layer's peak (engines.yaml
+    vllm.activation_bytes_per_token): a dense MLP's gate+up and activation output beside the hidden
+    state, a fused MoE's top_k intermediate caches."""
+    held = 2 * s.hidden  # the decoder layer's residual and the MLP's input stay live through the MLP
+    if s.experts and s.top_k:
+        return 2 * (s.top_k * (3 * s.expert_intermediate / tp + s.hidden) + held)
+    return 2 * (3 * max(s.intermediate, s.hidden) / tp + held)
+
+
 def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
     """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank)."""
     s = shape
@@ -485,12 +496,11 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     else:
         tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
-    if s.experts and s.top_k:
-        per_tok = 2 * s.top_k * (3 * s.expert_intermediate / tp + s.hidden)
-    else:
-        per_tok = 2 * (3 * max(s.intermediate, s.hidden) / tp + s.hidden)
-    act = tokens * per_tok
-    sampler = min(seqs, tokens) * s.vocab * engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    act = tokens * activation_bytes_per_token(s, tp)
+    per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab")
+    if spec.env.get("VLLM_USE_FLASHINFER_SAMPLER") == "1":  # FlashInfer's kernel does not sort the logits
+        per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab_flashinfer")
+    sampler = min(seqs, tokens) * s.vocab * per_elem
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs = 0.0
     if not spec.enforce_eager and _ge(v, engine_value("vllm", "cudagraph_in_budget_since")):
@@ -521,6 +531,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - ov["cudagraph"]
+        if ov["cudagraph"]:
+            lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
+            notes.append(f"vLLM measures its CUDA-graph memory at start-up (public logs: {lo:g}-{hi:g} GiB per rank); "
+                         f"this plan assumes {ov['cudagraph']:.2f} GiB, so the KV pool may differ by that much: "
+                         "read 'Available KV cache memory' in the log, or pin the pool with --kv-cache-memory")
     block = int(engine_value("vllm", "block_size"))
     page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
     tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
@@ -558,6 +573,42 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
     return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(m.total_gib * (1 - msf), 2)},
                  kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
                  start=start, notes=[])
+
+
+def _trtllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+    """TensorRT-LLM: the KV pool is free_gpu_memory_fraction of the memory FREE after the weights and
+    the engine's activation/runtime buffers (cudaMemGetInfo, so on a Spark the page cache counts as
+    used), capped by KvCacheConfig.max_tokens, in blocks of tokens_per_block."""
+    frac = spec.free_gpu_memory_fraction or engine_value("trtllm", "default_free_gpu_memory_fraction")
+    tp = spec.tensor_parallel
+    block = int(engine_value("trtllm", "tokens_per_block"))
+    tokens_built = spec.max_num_batched_tokens or int(engine_value("trtllm", "default_max_num_tokens"))
+    act = tokens_built * activation_bytes_per_token(shape, tp) / GIB
+    runtime = float(engine_value("trtllm", "runtime_buffers_gib"))
+    free = m.free_gib if m.free_gib is not None else m.total_gib
+    available = free - weights_gib - act - runtime
+    kv = frac * available
+    notes = []
+    per_block = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
+    if spec.kv_max_tokens:
+        cap = math.ceil(spec.kv_max_tokens / block) * per_block / GIB
+        if cap < kv:
+            notes.append(f"KvCacheConfig.max_tokens {spec.kv_max_tokens} caps the pool below "
+                         f"free_gpu_memory_fraction {frac:g} ({kv:.2f} GiB): the smaller one is used")
+            kv = cap
+    tokens = int(kv * GIB // per_block) * block if kv > 0 else 0
+    passes = None if m.free_gib is None else available > 0
+    detail = (f"TensorRT-LLM gives the KV cache {frac:g} x the memory free after loading "
+              f"({free:.2f} free - {weights_gib:.2f} weights - {act:.2f} activations - {runtime:g} runtime buffers "
+              f"= {available:.2f} GiB)")
+    if m.unified:
+        detail += "; on a Spark 'free' is MemFree: the page cache counts as used, drop it first for a bigger pool"
+    start = StartCheck(check="memory free after loading > 0 (the KV pool is a share of it)",
+                       requested_gib=round(weights_gib + act + runtime, 2), free_gib=m.free_gib, passes=passes,
+                       detail=detail)
+    return _Plan(weights=weights_gib, overheads={"activation_peak": round(act, 3), "runtime_buffers": runtime},
+                 kv_available=round(kv, 2), tokens=tokens, footprint=weights_gib + act + runtime + max(kv, 0.0),
+                 start=start, notes=notes)
 
 
 def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> tuple[int, int, int]:
@@ -617,12 +668,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         p = _vllm(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
+    elif spec.engine == "trtllm":
+        p = _trtllm(shape, spec, machine, weights_gib, kvb)
     else:
         p = _gguf(shape, spec, machine, weights_gib, kvb)
 
-    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang") else 1
+    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
     per_tok = kv_bytes_per_token(shape, kvb, tp)
-    mml = spec.max_model_len if spec.engine in ("vllm", "sglang") else None
+    mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
         # llama.cpp (kv_unified, b6xxx+): every slot may grow to all -c cells, they share them;
@@ -647,10 +700,15 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
                 max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
 
-    budget = (machine.available_gib if machine.available_gib is not None else machine.total_gib) - machine.os_reserve_gib
+    # one budget with preflight's G6/G3 (checks/pool_budget.py): the other planned jobs beside this
+    # server's footprint, against what the pool can give now less the OS reserve
     footprint = p.footprint
-    others = sum(b.gib for b in beside)
-    headroom = budget - others - footprint
+    pb = pool_budget.judge(machine.available_gib if machine.available_gib is not None else machine.total_gib,
+                           [pool_budget.PoolLine(b.name, b.gib, b.how) for b in beside],
+                           [pool_budget.PoolLine(spec.model or spec.engine, footprint, "footprint")],
+                           os_reserve_gib=machine.os_reserve_gib, fit_margin=fit_margin)
+    budget, headroom, others = pb.usable_gib, pb.left_gib, pb.reserved_gib
+    assert budget is not None and headroom is not None
     sugg: list[str] = []
     notes = list(p.notes)
     verdict: Verdict = "fits"
@@ -661,7 +719,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
-    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama") or beside):
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside):
         with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
     if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
@@ -674,7 +732,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     elif p.start.passes is False and p.start.passes_after_flush:
         verdict = "tight"
         notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
-    elif headroom < budget * fit_margin or (spec.concurrency and conc is not None and conc < spec.concurrency):
+    elif pb.code != "ok" or (spec.concurrency and conc is not None and conc < spec.concurrency):
         verdict = "tight"
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
@@ -712,6 +770,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
                          f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
                          f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")
+    if spec.engine == "trtllm" and machine.unified:
+        frac = spec.free_gpu_memory_fraction or engine_value("trtllm", "default_free_gpu_memory_fraction")
+        notes.append(f"on unified memory free_gpu_memory_fraction {frac:g} takes that share of ALL free memory for "
+                     "the KV cache: the OS and every other process keep only the rest")
+        if headroom < 0:
+            sugg.append("a lower --kv_cache_free_gpu_memory_fraction (or KvCacheConfig.max_tokens) leaves the OS "
+                        "reserve and the other jobs their memory")
     if spec.engine in ("llama.cpp", "ollama") and fits_len is not None and headroom < 0:
         sugg.append("a smaller -c / num_ctx, -ctk q8_0 -ctv q8_0 (with flash attention), or a smaller quant type")
     if bad:

@@ -1,31 +1,29 @@
-"""One memory budget for several jobs on one pool (issue 20, item 3). Pure functions of facts.
+"""One memory budget for several jobs on one pool (issue 20, item 3), from facts.
 
-For the lead to wire into preflight's G3/G6 (their owners): :func:`serving_budget` sums what
-each neighbour really reserves (a capped server's cap x total, not its resident memory; an
-uncapped process its RSS) and what each planned job will hold, against the pool, and returns a
-sub-code with its values; :func:`start_decision` says whether a vLLM start-up check passes now.
+The arithmetic lives in the checks layer (:mod:`sparkops.checks.pool_budget`), which preflight's
+G6/G3 call too; this module is the planner's view of it: :func:`serving_budget` puts planned jobs
+(a server's start-up reservation, a trainer's planned peak) beside the running neighbours' real
+reservations (a capped server's cap x total, not its resident memory) and returns the decision with
+its values; :func:`start_decision` says whether a vLLM start-up check passes now (the G3 owner's).
 
-Sub-codes (the decision, the values ride in a dict):
-- ``G6.budget_ok``      everything planned plus the neighbours fits with the fit margin to spare
-- ``G6.budget_tight``   it fits, within the margin
-- ``G6.budget_over``    it does not fit the pool
-- ``G6.budget_unknown`` the pool could not be read from the facts
-- ``G3.start_ok`` / ``G3.start_after_flush`` / ``G3.start_fails`` / ``G3.start_unknown``
+Codes: ``G6.budget_ok`` / ``G6.budget_tight`` / ``G6.budget_over`` / ``G6.budget_unknown`` (the
+pool budget's ok/tight/over/unknown; preflight words the same decisions as G6.plan-plus-reservations
+and G6.plan-tight-beside-reservations), ``G3.start_ok`` / ``G3.start_after_flush`` /
+``G3.start_fails`` / ``G3.start_unknown``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkops.core.units import GIB
+from sparkops.checks import pool_budget
+from sparkops.checks.pool_budget import SERVER_KINDS, PoolLine  # noqa: F401 - re-exported for callers
 
 if TYPE_CHECKING:
     from sparkops.facts.model import Facts
 
-SERVER_KINDS = {"vllm", "sglang", "ollama", "llama.cpp", "tgi", "trtllm"}
-# a server that reserves a share of TOTAL memory at start-up (its pool is held whether used or not)
-SHARE_KINDS = {"vllm", "sglang", "trtllm"}
+BudgetLine = PoolLine  # the planner's old name for one claim on the pool
 
 
 @dataclass(frozen=True)
@@ -39,21 +37,13 @@ class BudgetJob:
 
 
 @dataclass
-class BudgetLine:
-    name: str
-    gib: float
-    how: str  # "cap 0.50 x 121.69 GiB", "RSS", "planned peak"
-    pid: int | None = None
-
-
-@dataclass
 class ServingBudget:
     code: str
     values: dict[str, Any]
     pool_gib: float | None
     os_reserve_gib: float
-    neighbours: list[BudgetLine] = field(default_factory=list)
-    planned: list[BudgetLine] = field(default_factory=list)
+    neighbours: list[PoolLine]
+    planned: list[PoolLine]
 
     @property
     def committed_gib(self) -> float:
@@ -68,32 +58,10 @@ def pool_total_gib(facts: Facts) -> float | None:
     return owner_pool(facts)
 
 
-def neighbours(facts: Facts, total_gib: float) -> list[BudgetLine]:
-    """What each process already running holds from the pool, counted once per server tree:
-    a capped vLLM/SGLang reserves cap x total at start-up (its real reservation, not its RSS);
-    anything else its resident memory."""
-    from sparkops.facts.reading import known
-
-    procs = facts.processes.processes
-    if not known(procs):
-        return []
-    by_pid = {p.pid: p for p in procs}  # type: ignore[union-attr]
-    out: list[BudgetLine] = []
-    for p in procs:  # type: ignore[union-attr]
-        parent = by_pid.get(p.ppid) if p.ppid is not None else None
-        if parent is not None and parent.kind == p.kind and p.kind in SERVER_KINDS:
-            continue  # an engine child of a server already counted
-        if p.kind in SHARE_KINDS and p.memory_fraction:
-            gib = p.memory_fraction * total_gib
-            how = f"cap {p.memory_fraction:g} x {total_gib:.2f} GiB ({p.memory_cap_source or 'cmdline'})"
-        elif p.kind in SERVER_KINDS or p.kind == "trainer" or p.rss_bytes >= GIB:
-            gib = p.rss_bytes / GIB
-            how = "resident memory (RSS)"
-        else:
-            continue
-        name = p.name if p.name.lower().startswith(p.kind.lower()) else f"{p.kind} {p.name}".strip()
-        out.append(BudgetLine(name=name, gib=round(gib, 2), how=how, pid=p.pid))
-    return out
+def neighbours(facts: Facts, total_gib: float) -> list[PoolLine]:
+    """What each process already running takes from the pool, one per server tree (the checks
+    layer's :func:`sparkops.checks.pool_budget.neighbour_lines`)."""
+    return pool_budget.neighbour_lines(facts, total_gib)
 
 
 def serving_budget(facts: Facts, jobs: list[BudgetJob], *, os_reserve_gib: float = 4.0,
@@ -102,24 +70,14 @@ def serving_budget(facts: Facts, jobs: list[BudgetJob], *, os_reserve_gib: float
     total = pool_total_gib(facts)
     if total is None:
         return ServingBudget(code="G6.budget_unknown", values={"reason": "no MemTotal or device memory in the facts"},
-                             pool_gib=None, os_reserve_gib=os_reserve_gib)
-    near = neighbours(facts, total)
-    planned = [BudgetLine(name=j.name, gib=round(j.reserve_gib, 2),
-                          how="reserved at start-up" if j.kind == "server" else "planned peak") for j in jobs]
-    usable = total - os_reserve_gib
-    committed = sum(x.gib for x in near) + sum(x.gib for x in planned)
-    left = usable - committed
-    if left < 0:
-        code = "G6.budget_over"
-    elif left < usable * fit_margin:
-        code = "G6.budget_tight"
-    else:
-        code = "G6.budget_ok"
-    values = {"pool_gib": round(total, 2), "usable_gib": round(usable, 2), "committed_gib": round(committed, 2),
-              "left_gib": round(left, 2), "neighbours": [(x.name, x.gib, x.how) for x in near],
-              "planned": [(x.name, x.gib, x.how) for x in planned]}
-    return ServingBudget(code=code, values=values, pool_gib=round(total, 2), os_reserve_gib=os_reserve_gib,
-                         neighbours=near, planned=planned)
+                             pool_gib=None, os_reserve_gib=os_reserve_gib, neighbours=[], planned=[])
+    planned = [PoolLine(name=j.name, gib=round(j.reserve_gib, 2),
+                        how="reserved at start-up" if j.kind == "server" else "planned peak", kind=j.kind)
+               for j in jobs]
+    b = pool_budget.judge(total, neighbours(facts, total), planned, os_reserve_gib=os_reserve_gib,
+                          fit_margin=fit_margin)
+    return ServingBudget(code=f"G6.budget_{b.code}", values=b.values(), pool_gib=b.pool_gib,
+                         os_reserve_gib=os_reserve_gib, neighbours=b.neighbours, planned=b.planned)
 
 
 def start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[str, dict[str, Any]]:

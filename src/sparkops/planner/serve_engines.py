@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.core.errors import InputError
 
-Engine = Literal["vllm", "sglang", "llama.cpp", "ollama"]
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama")
+Engine = Literal["vllm", "sglang", "llama.cpp", "ollama", "trtllm"]
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama", "trtllm")
 
 
 class ServeInputError(InputError):
@@ -89,6 +89,9 @@ class ServeSpec(_M):
     max_model_len: int | None = None  # vLLM --max-model-len, SGLang --context-length
     gpu_memory_utilization: float | None = None  # vLLM
     mem_fraction_static: float | None = None  # SGLang
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM: share of the memory FREE after loading
+    kv_max_tokens: int | None = None  # TensorRT-LLM KvCacheConfig.max_tokens: caps the KV pool in tokens
+    max_batch_size: int | None = None  # TensorRT-LLM
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
@@ -165,6 +168,10 @@ _LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size"
           "--cache-type-k": ("cache_type_k", "str"), "-ctv": ("cache_type_v", "str"), "--cache-type-v": ("cache_type_v", "str"),
           "--swa-full": ("swa_full", "flag"), "-ub": ("ubatch", "int"), "--ubatch-size": ("ubatch", "int"),
           "-hf": ("model", "str"), "--hf-repo": ("model", "str")}
+_TRTLLM = {"--model": ("model", "str"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
+           "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "frac"),
+           "--max-num-tokens": ("max_num_batched_tokens", "size"), "--max-batch-size": ("max_batch_size", "int"),
+           "--max-seq-len": ("max_model_len", "size")}
 _BOOL_NOARG = {"--enforce-eager", "--swa-full", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
                "--no-enable-prefix-caching", "--enable-chunked-prefill", "--disable-log-stats", "-fa", "--flash-attn",
                "--jinja", "--mlock", "--no-mmap", "--enable-auto-tool-choice", "--disable-cuda-graph",
@@ -192,6 +199,8 @@ def _detect_engine(tokens: list[str]) -> tuple[str | None, int]:
             return "llama.cpp", i + 1
         if base == "ollama" and nxt in ("run", "serve", "pull"):
             return "ollama", i + 2
+        if base == "trtllm-serve":
+            return "trtllm", i + 1 + (nxt == "serve")
     return None, 0
 
 
@@ -214,10 +223,10 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
     eng = engine or found
     if eng is None:
         raise ServeInputError("no serving engine in this command line: expected `vllm serve`, "
-                              "`python -m sglang.launch_server`, `llama-server` or `ollama run`")
+                              "`python -m sglang.launch_server`, `llama-server`, `ollama run` or `trtllm-serve`")
     if eng not in ENGINES:
         raise ServeInputError(f"unknown engine {eng!r}; known: {', '.join(ENGINES)}")
-    table = {"vllm": _VLLM, "sglang": _SGLANG, "llama.cpp": _LLAMA, "ollama": {}}[eng]
+    table = {"vllm": _VLLM, "sglang": _SGLANG, "llama.cpp": _LLAMA, "ollama": {}, "trtllm": _TRTLLM}[eng]
     spec: dict[str, Any] = {"engine": eng, "env": env}
     ignored: list[str] = []
     args = tokens[start:]
@@ -252,7 +261,7 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
         else:
             positional.append(tok)
         i += 1
-    if "model" not in spec and positional and eng in ("vllm", "ollama"):
+    if "model" not in spec and positional and eng in ("vllm", "ollama", "trtllm"):
         spec["model"] = positional.pop(0)
     ignored += positional
     if eng == "ollama":
@@ -281,7 +290,7 @@ def _convert(val: str, kind: str, flag: str) -> Any:
 def looks_like_command(text: str) -> bool:
     """True when free text is a launch line rather than a description."""
     low = text.lower()
-    return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve))", low)
+    return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve)|trtllm-serve)", low)
                 or "vllm.entrypoints" in low)
 
 
@@ -386,7 +395,7 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
     quant = {"nvfp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "int8": "int8", "int4": "awq"}.get(w.precision or "")
     kw: dict[str, Any] = {"engine": eng, "model": w.model, "tensor_parallel": w.tensor_parallel or 1,
                           "concurrency": users or w.batch_size, "quantization": quant}
-    if eng in ("vllm", "sglang"):
+    if eng in ("vllm", "sglang", "trtllm"):
         kw["max_model_len"] = ctx or w.seq_len
     else:
         kw["ctx_size"] = ctx or w.seq_len

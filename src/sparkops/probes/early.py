@@ -5,7 +5,8 @@ started by :mod:`sparkops.probes.target_launch`) and NVML's first initialisation
 without persistence mode wakes the device (a few hundred milliseconds, spent in C with the GIL
 released). :func:`warm_nvml` starts that init on a daemon thread; the GPU probe's own
 init/shutdown pair is then a reference-count step. If the init fails or hangs, nothing is lost:
-the probe tries again under its own timeout and reports why. Standard library only, on purpose.
+the probe tries again under its own timeout and reports why. Standard library only, on purpose
+(so is :mod:`sparkops.probes.nvml` at load time, the only module that imports ``pynvml``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ def warm_nvml(env: Mapping[str, str]) -> threading.Thread | None:
 
     def init() -> None:
         try:
-            import pynvml
+            from sparkops.probes import nvml  # the one NVML owner; standard library only at load
 
-            pynvml.nvmlInit()  # left initialised: NVML counts inits, the probe's pair nests inside
+            nvml.warm_init()  # left initialised: NVML counts inits, the probe's pair nests inside
         except Exception:
             pass  # the GPU probe will try again and say why
 

@@ -3,6 +3,7 @@
 Everything is read from files under a root directory (``/`` live, a fake tree in tests; the
 ``SPARKOPS_ROOT`` variable in ``opts.env`` points it elsewhere). A failed container-marker match is
 recorded as *unknown*, never as "bare host": cgroup v2 hides runtime names from ``/proc/1/cgroup``.
+The markers are recorded raw; the container kind is judged by :mod:`sparkops.checks.container`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ SECTION = "host"
 _READ_LIMIT = 1 << 20
 _CGROUP_RUNTIMES = ("docker", "containerd", "kubepods", "lxc", "podman", "libpod", "crio", "buildkit")
 _NVIDIA_CONTAINER_VARS = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA")
-_NGC_VERSION = re.compile(r"^[0-9]{2}\.[0-9]{2}\Z")  # NGC release tags: 25.09, 25.11 ...
 _UNSLOTH_PATHS = ("workspace/unsloth", "workspace/unsloth-studio", "opt/unsloth")
 # Arm "CPU part" ids (MIDR) of the cores found on Grace/GB10 and common Arm servers.
 _ARM_PARTS = {
@@ -143,15 +143,15 @@ def overlay_root(mountinfo: str) -> bool:
 
 # --------------------------------------------------------------------------- container
 def _container(env: Mapping[str, str], root: Path) -> ContainerFacts:
+    """The raw container markers and variables; what they mean is ``sparkops.checks.container``'s."""
     markers: list[str] = []
-    hint = ""
+    image = ""
     if _exists(under_root(root, "/.dockerenv")):
         markers.append("/.dockerenv")
     containerenv = read_small(under_root(root, "/run/.containerenv"))
     if isinstance(containerenv, str):
         markers.append("/run/.containerenv")
-        image = parse_os_release(containerenv).get("image", "")
-        hint = redact_text(image)
+        image = redact_text(parse_os_release(containerenv).get("image", ""))
     cg = read_small(under_root(root, "/proc/1/cgroup"))
     if isinstance(cg, str):
         markers += [f"cgroup:{n}" for n in cgroup_runtime_names(cg)]
@@ -167,59 +167,10 @@ def _container(env: Mapping[str, str], root: Path) -> ContainerFacts:
     nvidia_env = {k: ("***" if is_secret_name(k) else redact_text(v)) for k, v in sorted(env.items())
                   if k.startswith(("NVIDIA_", "NV_")) or k in ("PYTORCH_VERSION", "PYTORCH_BUILD_VERSION",
                                                                  "CUDA_VERSION", "NVIDIA_BUILD_ID")}
-    ngc_version = env.get("NVIDIA_PYTORCH_VERSION", "").strip()
-    ngc_product = env.get("NVIDIA_PRODUCT_NAME", "").strip()
-    other_ngc = sorted(k for k, v in env.items()
-                       if re.fullmatch(r"NVIDIA_[A-Z0-9_]+_VERSION", k) and k != "NVIDIA_PYTORCH_VERSION"
-                       and _NGC_VERSION.match(v.strip() if isinstance(v, str) else ""))
-    # NGC images set these; a lone hand-exported NVIDIA_PYTORCH_VERSION (seen in HPC job scripts)
-    # is not a container, so NGC variables count only beside another NGC or container signal.
-    corroborated = bool(markers) or bool(env.get("NVIDIA_BUILD_ID")) or bool(ngc_product)
-    if ngc_version and _NGC_VERSION.match(ngc_version) and corroborated:
-        markers.append(f"env:NVIDIA_PYTORCH_VERSION={ngc_version}")
-    elif other_ngc and corroborated:
-        markers.append(f"env:{other_ngc[0]}={env[other_ngc[0]].strip()}")
-
-    unsloth = _unsloth_hint(env, root, hint) if markers else ""
-    kind: Any
-    if unsloth:
-        kind = "unsloth"
-        base = f" on nvcr.io/nvidia/pytorch:{ngc_version}-py3" if _NGC_VERSION.match(ngc_version) else ""
-        hint = hint or f"unsloth container ({unsloth}){base}"
-    elif ngc_version and _NGC_VERSION.match(ngc_version) and corroborated:
-        kind = "ngc-pytorch"
-        hint = hint or f"nvcr.io/nvidia/pytorch:{ngc_version}-py3"
-    elif "nvcr.io/nvidia/pytorch" in hint:
-        kind = "ngc-pytorch"
-    elif "nvcr.io/nvidia/" in hint:
-        kind = "ngc-other"
-    elif other_ngc and corroborated:
-        kind = "ngc-other"
-        product = other_ngc[0][len("NVIDIA_"):-len("_VERSION")].lower().replace("_", "-")
-        hint = hint or f"nvcr.io/nvidia/{product}:{env[other_ngc[0]].strip()}-py3 (guessed from {other_ngc[0]})"
-    elif markers:
-        kind = "other"
-    elif ngc_version:
-        kind = missing(Why.not_found, "no container marker matched (cgroup v2 may hide it); "
-                       f"NVIDIA_PYTORCH_VERSION={ngc_version[:20]} is set without one (exported by hand?)")
-    else:
-        kind = missing(Why.not_found, "no container marker matched (cgroup v2 may hide it)")
-    return ContainerFacts(markers=markers, image_kind=kind, image_hint=hint[:200], nvidia_env=nvidia_env)
-
-
-def _unsloth_hint(env: Mapping[str, str], root: Path, image: str = "") -> str:
-    """Why this container looks like an Unsloth image, or ""."""
-    if "unsloth" in image.lower():
-        return f"image {image}"
-    for rel in _UNSLOTH_PATHS:
-        if _exists(under_root(root, rel)):
-            return f"/{rel} exists"
-    names = sorted(k for k in env if k.startswith("UNSLOTH_"))
-    if names:
-        return f"env {names[0]}"
-    # the unsloth package in site-packages is not the image: `pip install unsloth` in an NGC container puts
-    # it there too, and that stack is NGC's with Unsloth on top (G9 says so), not the pinned Unsloth image
-    return ""
+    paths = [f"/{rel}" for rel in _UNSLOTH_PATHS if _exists(under_root(root, rel))]
+    unsloth_env = sorted(k for k in env if k.startswith("UNSLOTH_"))[:20]
+    return ContainerFacts(markers=markers, markers_read=True, image=image[:200], nvidia_env=nvidia_env,
+                          unsloth_paths=paths, unsloth_env=unsloth_env)
 
 
 # --------------------------------------------------------------------------- /dev/nvidia*
@@ -299,4 +250,4 @@ def collect(opts) -> HostFacts:
 def unavailable(why: Why, detail: str) -> HostFacts:
     m = missing(why, detail)
     return HostFacts(arch=m, kernel=m, dmi_product=m, cpu_model=m, cpu_count=m, dev_nvidia=m,
-                     container=ContainerFacts(image_kind=m))
+                     container=ContainerFacts(markers_read=m))

@@ -6,6 +6,9 @@ is a fact on GB10, not a failure) and bytes are decoded to ``str``. Readings kee
 a GB10's memory query stays ``Unavailable(not_supported)`` and is never filled with host numbers.
 
 The functions take the binding module as an argument (``nv``) so tests can hand in a fake.
+:func:`read_sample` is the monitor's per-row read; :func:`warm_init` is the early start's
+``nvmlInit``. At load time this module imports only the standard library (``probes.early`` loads
+it before pydantic); the facts types are imported inside the functions that build them.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sparkops.facts.model import GpuDevice, GpuProcess
-from sparkops.facts.reading import Unavailable, Why, known, missing
+if TYPE_CHECKING:
+    from sparkops.facts.model import GpuDevice, GpuProcess
+    from sparkops.facts.reading import Unavailable
 
 _LOCK = threading.Lock()  # nvmlInit/nvmlShutdown are refcounted in the binding; keep them serialised
 
@@ -45,6 +49,16 @@ _PSTATE_UNKNOWN = 32
 
 class NvmlUnusable(Exception):
     """NVML cannot be used at all (binding missing, library absent, driver not loaded)."""
+
+
+def warm_init() -> None:
+    """``nvmlInit`` once, left initialised: NVML counts inits, so a later :func:`session`'s pair
+    nests inside (the early start: the first init wakes the GPU). Raises :class:`NvmlUnusable`."""
+    nv = import_binding()
+    try:
+        nv.nvmlInit()
+    except Exception as exc:
+        raise NvmlUnusable(f"nvmlInit failed: {_text(exc)}") from exc
 
 
 def import_binding() -> ModuleType:
@@ -95,6 +109,8 @@ def decode(value: Any) -> Any:
 
 def why_of(nv: ModuleType, exc: BaseException, what: str) -> Unavailable:
     """Map an NVML error to a reason: not_supported / no_permission / not_found / error."""
+    from sparkops.facts.reading import Why, missing
+
     detail = f"{what}: {_text(exc)}"
 
     def is_(*names: str) -> bool:
@@ -123,6 +139,8 @@ def query(nv: ModuleType, name: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``nv.<name>(*args)``; the value (bytes decoded) or an Unavailable. Never raises."""
     fn: Callable[..., Any] | None = getattr(nv, name, None)
     if fn is None:
+        from sparkops.facts.reading import Why, missing
+
         return missing(Why.not_found, f"{name} is not in this nvidia-ml-py")
     try:
         return decode(fn(*args, **kwargs))
@@ -130,20 +148,35 @@ def query(nv: ModuleType, name: str, *args: Any, **kwargs: Any) -> Any:
         return why_of(nv, exc, name)
 
 
+def _reading() -> ModuleType:
+    """:mod:`sparkops.facts.reading`, loaded on first need (this module loads without pydantic)."""
+    global _READING
+    if _READING is None:
+        from sparkops.facts import reading
+
+        _READING = reading
+    return _READING
+
+
+_READING: ModuleType | None = None
+
+
 def _attr(obj: Any, name: str) -> Any:
     """A struct field, or Unavailable when the struct lacks it."""
-    if isinstance(obj, Unavailable):
+    r = _reading()
+    if isinstance(obj, r.Unavailable):
         return obj
     try:
         return decode(getattr(obj, name))
     except Exception as exc:
-        return missing(Why.error, f"{name}: {_text(exc)}")
+        return r.missing(r.Why.error, f"{name}: {_text(exc)}")
 
 
 def _sentinel(value: Any, what: str) -> Any:
     """NVML's all-ones "not available" value becomes Unavailable(not_supported)."""
     if value is None or (isinstance(value, int) and value in (NOT_AVAILABLE_U64, NOT_AVAILABLE_U32)):
-        return missing(Why.not_supported, f"{what}: NVML reports no value")
+        r = _reading()
+        return r.missing(r.Why.not_supported, f"{what}: NVML reports no value")
     return value
 
 
@@ -155,6 +188,8 @@ def _const(nv: ModuleType, name: str, default: int) -> int:
 # --------------------------------------------------------------------------- system
 def cuda_version_text(raw: Any) -> Any:
     """NVML's CUDA driver version int (13000) as "13.0"; Unavailable passes through."""
+    from sparkops.facts.reading import Unavailable, Why, missing
+
     if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
         return raw if isinstance(raw, Unavailable) else missing(Why.error, f"unexpected CUDA version {raw!r}")
     return f"{raw // 1000}.{(raw % 1000) // 10}"
@@ -162,6 +197,8 @@ def cuda_version_text(raw: Any) -> Any:
 
 def read_system(nv: ModuleType) -> tuple[str | Unavailable, str | Unavailable]:
     """Driver version and the newest CUDA version the driver runs (``"13.0"``)."""
+    from sparkops.facts.reading import known
+
     driver = query(nv, "nvmlSystemGetDriverVersion")
     if known(driver) and not isinstance(driver, str):
         driver = str(driver)
@@ -175,6 +212,8 @@ def read_system(nv: ModuleType) -> tuple[str | Unavailable, str | Unavailable]:
 # --------------------------------------------------------------------------- device
 def read_memory(nv: ModuleType, handle: Any) -> tuple[Any, Any, Any]:
     """(total, used, free) bytes: v2 first, then v1; NOT_SUPPORTED (GB10) stays Unavailable."""
+    from sparkops.facts.reading import Unavailable, Why, missing
+
     tried: list[Unavailable] = []
     if hasattr(nv, "nvmlMemory_v2"):
         info = query(nv, "nvmlDeviceGetMemoryInfo", handle, version=nv.nvmlMemory_v2)
@@ -194,6 +233,8 @@ def read_memory(nv: ModuleType, handle: Any) -> tuple[Any, Any, Any]:
 
 
 def _memory_fields(info: Any) -> tuple[Any, Any, Any]:
+    from sparkops.facts.reading import Why, missing
+
     total, used, free = (_attr(info, k) for k in ("total", "used", "free"))
     if total == 0:  # some drivers answer "success" with zeros on a unified-memory device
         zero = missing(Why.not_supported, "NVML memory info returned total 0 (unified memory)")
@@ -203,6 +244,9 @@ def _memory_fields(info: Any) -> tuple[Any, Any, Any]:
 
 def read_processes(nv: ModuleType, handle: Any) -> list[GpuProcess] | Unavailable:
     """Compute and graphics processes with their memory (NVML's sentinel -> Unavailable)."""
+    from sparkops.facts.model import GpuProcess
+    from sparkops.facts.reading import Unavailable, Why, missing
+
     out: list[GpuProcess] = []
     seen: set[int] = set()
     reasons: list[Unavailable] = []
@@ -242,17 +286,27 @@ def read_violations(nv: ModuleType, handle: Any) -> dict[str, int]:
 
 
 def _number(value: Any, scale: float = 1.0) -> float | Unavailable:
-    if isinstance(value, Unavailable):
+    if type(value) in _PLAIN_NUMBERS and value not in _SENTINELS:  # the per-row case, checked cheaply first
+        return value * scale
+    r = _reading()
+    if isinstance(value, r.Unavailable):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return missing(Why.error, f"unexpected value {value!r}")
-    if isinstance(value, int) and value in (NOT_AVAILABLE_U32, NOT_AVAILABLE_U64):
-        return missing(Why.not_supported, "NVML reports no value")
+        return r.missing(r.Why.error, f"unexpected value {value!r}")
+    if value in _SENTINELS:
+        return r.missing(r.Why.not_supported, "NVML reports no value")
     return value * scale
+
+
+_PLAIN_NUMBERS = frozenset({int, float})
+_SENTINELS = frozenset({NOT_AVAILABLE_U32, NOT_AVAILABLE_U64})
 
 
 def read_device(nv: ModuleType, handle: Any, index: int) -> GpuDevice:
     """Everything NVML says about one GPU; a reading that fails becomes Unavailable."""
+    from sparkops.facts.model import GpuDevice
+    from sparkops.facts.reading import Unavailable, Why, known, missing
+
     name = query(nv, "nvmlDeviceGetName", handle)
     pci = _attr(query(nv, "nvmlDeviceGetPciInfo", handle), "busId")
     cap = query(nv, "nvmlDeviceGetCudaComputeCapability", handle)
@@ -267,10 +321,7 @@ def read_device(nv: ModuleType, handle: Any, index: int) -> GpuDevice:
     if isinstance(mode, int):
         names = {_const(nv, const, value): ours for const, value, ours in _ADDRESSING}
         mode = names.get(mode, f"mode {mode}")
-    sensor = _const(nv, "NVML_TEMPERATURE_GPU", 0)
-    temp = query(nv, "nvmlDeviceGetTemperature", handle, sensor)
-    if isinstance(temp, Unavailable) and temp.unavailable == Why.not_found:  # a driver past the deprecation
-        temp = query(nv, "nvmlDeviceGetTemperatureV", handle, sensor)
+    temp = read_temperature(nv, handle)
     pstate = query(nv, "nvmlDeviceGetPerformanceState", handle)
     if isinstance(pstate, int):
         pstate = missing(Why.not_supported, "P-state unknown") if pstate == _PSTATE_UNKNOWN else f"P{pstate}"
@@ -291,7 +342,7 @@ def read_device(nv: ModuleType, handle: Any, index: int) -> GpuDevice:
         addressing_mode=mode if isinstance(mode, (str, Unavailable)) else missing(Why.error, repr(mode)),
         power_draw_w=_number(query(nv, "nvmlDeviceGetPowerUsage", handle), 0.001),
         power_limit_w=_number(query(nv, "nvmlDeviceGetEnforcedPowerLimit", handle), 0.001),
-        temperature_c=_number(temp),
+        temperature_c=temp,
         sm_clock_mhz=_number(query(nv, "nvmlDeviceGetClockInfo", handle, sm)),
         sm_clock_max_mhz=_number(query(nv, "nvmlDeviceGetMaxClockInfo", handle, sm)),
         utilization_pct=_number(_attr(query(nv, "nvmlDeviceGetUtilizationRates", handle), "gpu")),
@@ -301,12 +352,88 @@ def read_device(nv: ModuleType, handle: Any, index: int) -> GpuDevice:
     )
 
 
+def read_temperature(nv: ModuleType, handle: Any) -> float | Unavailable:
+    """The GPU core temperature in °C (``nvmlDeviceGetTemperatureV`` on a driver past the deprecation)."""
+    sensor = _const(nv, "NVML_TEMPERATURE_GPU", 0)
+    temp = query(nv, "nvmlDeviceGetTemperature", handle, sensor)
+    if not isinstance(temp, (int, float)):
+        r = _reading()
+        if isinstance(temp, r.Unavailable) and temp.unavailable == r.Why.not_found:
+            temp = query(nv, "nvmlDeviceGetTemperatureV", handle, sensor)
+    return _number(temp)
+
+
+class DeviceSample(NamedTuple):
+    """One GPU's fast-changing readings, read once per monitor row. A reading that could not be taken
+    is an Unavailable with NVML's reason; a violation counter NVML does not have is absent."""
+
+    temperature_c: float | Unavailable
+    power_draw_w: float | Unavailable
+    sm_clock_mhz: float | Unavailable
+    utilization_pct: float | Unavailable
+    pstate: str | Unavailable  # "P0"
+    clock_event_reasons: int | Unavailable  # the bitmask
+    violation_us: dict[str, int]  # cumulative, see VIOLATION_POLICIES
+    # (pid, name, used bytes) of each compute process
+    compute_processes: list[tuple[int, str | Unavailable, int | Unavailable]] | Unavailable
+
+
+def read_sample(nv: ModuleType, handle: Any) -> DeviceSample:
+    """The monitor's per-row read: temperature, power, SM clock, utilisation, P-state, clock-event
+    reasons and counters, compute processes. Never raises."""
+    r = _reading()
+    Unavailable, Why, missing = r.Unavailable, r.Why, r.missing  # noqa: N806 - the reading module's names
+
+    pstate = query(nv, "nvmlDeviceGetPerformanceState", handle)
+    if isinstance(pstate, int) and not isinstance(pstate, bool):
+        pstate = f"P{pstate}" if 0 <= pstate < _PSTATE_UNKNOWN else missing(Why.not_supported,
+                                                                              f"P-state unknown ({pstate})")
+    elif not isinstance(pstate, Unavailable):
+        pstate = missing(Why.error, f"unexpected P-state {pstate!r}")
+    reasons = query(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if not isinstance(reasons, int):
+        reasons = query(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    if isinstance(reasons, int) and not isinstance(reasons, bool):
+        if not 0 <= reasons < NOT_AVAILABLE_U64:
+            reasons = missing(Why.not_supported, "clock-event reasons: NVML reports no value")
+    elif not isinstance(reasons, Unavailable):
+        reasons = missing(Why.error, f"unexpected clock-event reasons {reasons!r}")
+    procs = query(nv, "nvmlDeviceGetComputeRunningProcesses", handle)
+    rows: list[tuple[int, str | Unavailable, int | Unavailable]] | Unavailable = procs
+    if not isinstance(procs, Unavailable):
+        rows = []
+        for p in procs or []:
+            pid = getattr(p, "pid", None)
+            if not isinstance(pid, int) or isinstance(pid, bool):
+                continue
+            used = _int(_sentinel(getattr(p, "usedGpuMemory", None), f"pid {pid} used memory"))
+            name = query(nv, "nvmlSystemGetProcessName", pid)
+            rows.append((pid, name if isinstance(name, (str, Unavailable)) else missing(Why.error, repr(name)),
+                         used))
+    return DeviceSample(read_temperature(nv, handle),
+                        _number(query(nv, "nvmlDeviceGetPowerUsage", handle), 0.001),
+                        _number(query(nv, "nvmlDeviceGetClockInfo", handle, _const(nv, "NVML_CLOCK_SM", 1))),
+                        _number(_attr(query(nv, "nvmlDeviceGetUtilizationRates", handle), "gpu")),
+                        pstate, reasons, read_violations(nv, handle), rows)
+
+
+def device_name(nv: ModuleType, handle: Any) -> str | Unavailable:
+    """The device's name (``NVIDIA GB10``)."""
+    from sparkops.facts.reading import Unavailable, Why, missing
+
+    name = query(nv, "nvmlDeviceGetName", handle)
+    if isinstance(name, Unavailable) or (isinstance(name, str) and name):
+        return name
+    return missing(Why.error, f"unexpected device name {name!r}")
+
+
 def _int(value: Any) -> int | Unavailable:
-    if isinstance(value, Unavailable):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        return missing(Why.error, f"unexpected value {value!r}")
-    return value
+    r = _reading()
+    if isinstance(value, r.Unavailable):
+        return value
+    return r.missing(r.Why.error, f"unexpected value {value!r}")
 
 
 def device_count(nv: ModuleType) -> int | Unavailable:

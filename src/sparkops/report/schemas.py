@@ -1,5 +1,5 @@
-"""Every JSON output contract by name -> the pydantic model that defines it. ``spark-ops schema NAME``
-prints one, the MCP server serves them as resources, and the checked-in copies under ``schema/``
+"""Every JSON output contract by name -> the pydantic model that defines it (each command's result
+names its own, :attr:`sparkops.commands.contract.Result.schema`). ``spark-ops schema NAME`` prints one, the MCP server serves them as resources, and the checked-in copies under ``schema/``
 make a contract change show up in review (tests compare them)."""
 
 from __future__ import annotations
@@ -15,6 +15,13 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "diagnosis": ("sparkops.diagnose.model", "Diagnosis"),  # one element of spark-ops diagnose --json
     "bandwidth": ("sparkops.bandwidth.report", "BandwidthReport"),  # spark-ops bandwidth --json
     "fleet": ("sparkops.fleet.model", "FleetReport"),  # fleet-report.json (spark-ops fleet)
+    "soak": ("sparkops.soak.run", "SoakReport"),  # spark-ops thermal soak --json
+    "analysis": ("sparkops.monitor.analyze", "AnalysisResult"),  # spark-ops thermal analyze --json
+    "thermal": ("sparkops.monitor.daemon", "DaemonStatus"),  # spark-ops thermal start/stop/status --json
+    "postmortem": ("sparkops.postmortem.run", "PostmortemReport"),  # spark-ops postmortem --json
+    "fix": ("sparkops.fix.g3", "FixResult"),  # spark-ops fix G3 --json
+    "stack": ("sparkops.report.views", "StackView"),  # spark-ops stack --json
+    "triage": ("sparkops.report.views", "TriageView"),  # spark-ops triage gpu --json
 }
 
 

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from sparkops.commands.contract import OutputFormat, Result, emit, format_option
+
+if TYPE_CHECKING:
+    from sparkops.soak.run import SoakReport
+
+
+class SoakResult(Result["SoakReport"]):
+    """A G4 soak: table or JSON; exit 0 no G4 warning, 1 warning / refused / interrupted, 2 worse than the baseline, 3 could not run."""
+
+    model: SoakReport
+
+    schema = "soak"
+
+    def exit_code(self) -> int:
+        return self.model.exit_code
+
+    def text(self, fmt: OutputFormat) -> str:
+        from sparkops.soak.run import render
+
+        return render(self.model)
+
+
+FormatOpt = format_option(*SoakResult.formats)
 
 
 def register(thermal_app: typer.Typer) -> None:
@@ -26,7 +49,8 @@ def register(thermal_app: typer.Typer) -> None:
                            "or its twin) to set this run against.", show_default=False)] = None,
         force: Annotated[bool, typer.Option("--force", help="Run even while other GPU jobs run or memory is "
                          "short (their runs slow, and the figures read low).")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
+        as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     ) -> int:
         """A G4 verdict under a representative load: bf16 matmuls in the target interpreter for --minutes,
         sampled alongside (ramp-up, clock CV %, thermal slope, power plateau vs the profile's cap, reason bits,
@@ -43,5 +67,4 @@ def register(thermal_app: typer.Typer) -> None:
                            interval_s=interval, compare_path=compare, save_baseline=save_baseline)
         except InputError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        sys.stdout.write(rep.model_dump_json(indent=2) + "\n" if as_json else run.render(rep))
-        return rep.exit_code
+        return emit(SoakResult(rep), fmt, as_json)

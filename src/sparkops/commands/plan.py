@@ -1,14 +1,54 @@
-"""``spark-ops plan``: registered on the main app; heavy imports happen inside the command."""
+"""``spark-ops plan`` (and ``plan --serve``): the memory planner's front end; heavy imports inside the command."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sparkops.commands.contract import OutputFormat, Result, emit, format_option
+
+if TYPE_CHECKING:
+    from sparkops.planner.plan import PlanResult
+    from sparkops.planner.serve import ServePlanResult
+
 EXIT = {"fits": 0, "tight": 1, "does-not-fit": 2}
+
+
+class PlanOutcome(Result["PlanResult"]):
+    """A fine-tune's plan: the itemised table or JSON; exit 0 fits, 1 tight, 2 does not fit."""
+
+    model: PlanResult
+
+    schema = "plan"
+
+    def exit_code(self) -> int:
+        return EXIT[self.model.verdict]
+
+    def text(self, fmt: OutputFormat) -> str:
+        from sparkops.planner.render import render_plan
+
+        return render_plan(self.model)
+
+
+class ServeOutcome(Result["ServePlanResult"]):
+    """A server's plan (``--serve``): table or JSON; exit 0 fits, 1 tight, 2 does not fit."""
+
+    model: ServePlanResult
+
+    schema = "serve"
+
+    def exit_code(self) -> int:
+        return EXIT[self.model.verdict]
+
+    def text(self, fmt: OutputFormat) -> str:
+        from sparkops.planner.serve_render import render_serve
+
+        return render_serve(self.model)
+
+
+FormatOpt = format_option(*PlanOutcome.formats)
 
 
 def register(app: typer.Typer) -> None:
@@ -36,10 +76,11 @@ def register(app: typer.Typer) -> None:
         target: Annotated[str | None, typer.Option("--target", help="Plan for a machine you are not on: dgx-spark, h200.")] = None,
         budget_gb: Annotated[float | None, typer.Option("--budget-gb", help="An explicit budget in GB.")] = None,
         facts: Annotated[Path | None, typer.Option("--facts", help="Budget from a recorded snapshot.")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable result.")] = False,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
+        as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
         serve: Annotated[bool, typer.Option("--serve", help="Plan a server instead: weights, KV cache, the engine's "
                          "start-up check (-w takes a pasted `vllm serve ...`, `llama-server ...`, `ollama run ...`).")] = False,
-        engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama")] = None,
+        engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama | trtllm")] = None,
         gguf: Annotated[str | None, typer.Option(help="--serve: a GGUF file (its header gives shapes and exact bytes).")] = None,
         max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="--serve: context per request.")] = None,
         gpu_util: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="--serve: vLLM's share of TOTAL memory.")] = None,
@@ -62,13 +103,7 @@ def register(app: typer.Typer) -> None:
                                    beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
                                    kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency)
-            if as_json:
-                sys.stdout.write(res_s.model_dump_json(indent=2) + "\n")
-            else:
-                from sparkops.planner.serve_render import render_serve
-
-                sys.stdout.write(render_serve(res_s))
-            return EXIT[res_s.verdict]
+            return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,
                        grad_accum=grad_accum,
@@ -77,10 +112,4 @@ def register(app: typer.Typer) -> None:
                        lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets else None,
                        lora_dropout=lora_dropout, quant=quant, expandable_segments=expandable, target=target,
                        budget_gb=budget_gb, facts=facts)
-        if as_json:
-            sys.stdout.write(res.model_dump_json(indent=2) + "\n")
-        else:
-            from sparkops.planner.render import render_plan
-
-            sys.stdout.write(render_plan(res))
-        return EXIT[res.verdict]
+        return emit(PlanOutcome(res), fmt, as_json)

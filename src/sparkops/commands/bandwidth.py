@@ -1,12 +1,35 @@
-"""``spark-ops bandwidth``: registered on the main app; heavy imports happen inside the command."""
+"""``spark-ops bandwidth``: the G5 measurement's front end; heavy imports happen inside the command."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from sparkops.commands.contract import OutputFormat, Result, emit, format_option
+
+if TYPE_CHECKING:
+    from sparkops.bandwidth.report import BandwidthReport
+
+
+class BandwidthResult(Result["BandwidthReport"]):
+    """The G5 measurement: table or JSON; exit 0 in range, 1 below range or refused, 2 far below, 3 could not run."""
+
+    model: BandwidthReport
+
+    schema = "bandwidth"
+
+    def exit_code(self) -> int:
+        return self.model.exit_code
+
+    def text(self, fmt: OutputFormat) -> str:
+        from sparkops.bandwidth.report import render
+
+        return render(self.model)
+
+
+FormatOpt = format_option(*BandwidthResult.formats)
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +45,8 @@ def register(app: typer.Typer) -> None:
         container: Annotated[str | None, typer.Option("--container", help="Measure inside this image (ngc | "
                              "unsloth | IMAGE[:TAG]) with `docker run --gpus all`; --python then names the "
                              "interpreter inside it.", show_default=False)] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
+        as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     ) -> int:
         """Measure device memory bandwidth in the target environment (G5): a preallocated copy (bytes read +
         written) and a read-dominated reduction, after warm-up, timed with CUDA events; at most 2 GB allocated
@@ -38,5 +62,4 @@ def register(app: typer.Typer) -> None:
 
         rep = report.bandwidth(python=str(python) if python else None, size_bytes=size_bytes, force=force,
                                container=container, kb=load())
-        sys.stdout.write(rep.model_dump_json(indent=2) + "\n" if as_json else report.render(rep))
-        return rep.exit_code
+        return emit(BandwidthResult(rep), fmt, as_json)

@@ -1,4 +1,4 @@
-"""``spark-ops mcp``: registered on the main app; the SDK and the server load inside the command."""
+"""``spark-ops mcp``: the SDK and the server load inside the command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``spark-ops fleet``: registered on the main app; heavy imports (torch above all) happen inside the command."""
+"""``spark-ops fleet``: heavy imports (torch above all) happen inside the command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``spark-ops report``: registered on the main app; heavy imports happen inside the command."""
+"""``spark-ops report``: heavy imports happen inside the command."""
 
 from __future__ import annotations
 

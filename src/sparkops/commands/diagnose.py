@@ -1,15 +1,47 @@
-"""``spark-ops diagnose``: registered on the main app; heavy imports happen inside the command."""
+"""``spark-ops diagnose``: the log-to-gotcha matcher's front end; heavy imports happen inside the command."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from sparkops.commands.contract import OutputFormat, Result, emit, format_option
+
+if TYPE_CHECKING:
+    from sparkops.diagnose.model import Diagnosis
+
 EXIT_NONE, EXIT_FINDINGS, EXIT_UNREADABLE = 0, 1, 3
+
+
+class DiagnosesResult(Result["list[Diagnosis]"]):
+    """One diagnosis per input, in input order (the JSON: a list of ``diagnosis`` objects).
+    Exit 0 nothing matched, 1 findings, 3 an input could not be read."""
+
+    model: list[Diagnosis]
+
+    schema = "diagnosis"  # of each element
+
+    def exit_code(self) -> int:
+        if any(d.error is not None for d in self.model):
+            return EXIT_UNREADABLE
+        return EXIT_FINDINGS if any(d.findings for d in self.model) else EXIT_NONE
+
+    def data(self) -> Any:
+        return [d.model_dump(mode="json") for d in self.model]
+
+    def json(self) -> str:
+        return json.dumps(self.data(), indent=2) + "\n"
+
+    def text(self, fmt: OutputFormat) -> str:
+        from sparkops.diagnose.render import render_all
+
+        return render_all(self.model)
+
+
+FormatOpt = format_option(*DiagnosesResult.formats)
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +50,9 @@ def register(app: typer.Typer) -> None:
         files: Annotated[list[str] | None, typer.Argument(help="Logs, tracebacks, dmesg, issue text, collect_env "
                                                            "output; `-` or none: standard input.",
                                                       show_default=False)] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="One object per input, in input order.")] = False,
+        fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
+        as_json: Annotated[bool, typer.Option("--json", help="Same as --format json: one object per input, in "
+                                              "input order.")] = False,
         facts: Annotated[Path | None, typer.Option("--facts", help="A recorded snapshot (spark-ops collect) to "
                                                    "confirm or rule out findings.", show_default=False)] = None,
         live: Annotated[bool, typer.Option("--live", help="Collect this machine's facts (quick) to confirm or "
@@ -32,7 +66,6 @@ def register(app: typer.Typer) -> None:
         lines, why they point there, and the fix. Exit 0 nothing matched, 1 findings, 3 an input could not
         be read."""
         from sparkops.diagnose import diagnose_files
-        from sparkops.diagnose.render import render_all
 
         if facts is not None and live:
             raise typer.BadParameter("give --facts FILE or --live, not both", param_hint="--facts/--live")
@@ -42,17 +75,12 @@ def register(app: typer.Typer) -> None:
 
             snapshot = load_facts(facts)
         elif live:
-            from sparkops.api import CollectOptions, collect
+            from sparkops.api import collect, collect_options
 
-            snapshot = collect(CollectOptions(depth="quick", offline=True, config_paths=()))
-        results = diagnose_files(list(files or ["-"]), facts=snapshot, top=top, read_timeout_s=timeout)
-        if as_json:
-            sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in results], indent=2) + "\n")
-        else:
-            sys.stdout.write(render_all(results))
-        unreadable = [d for d in results if d.error is not None]
-        for d in unreadable:
-            typer.echo(f"spark-ops diagnose: {d.error}", err=True)
-        if unreadable:
-            return EXIT_UNREADABLE
-        return EXIT_FINDINGS if any(d.findings for d in results) else EXIT_NONE
+            snapshot = collect(collect_options(quick=True, offline=True))
+        res = DiagnosesResult(diagnose_files(list(files or ["-"]), facts=snapshot, top=top, read_timeout_s=timeout))
+        code = emit(res, fmt, as_json)
+        for d in res.model:
+            if d.error is not None:
+                typer.echo(f"spark-ops diagnose: {d.error}", err=True)
+        return code

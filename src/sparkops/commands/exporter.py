@@ -1,4 +1,4 @@
-"""``spark-ops exporter``: registered on the main app; heavy imports inside the command."""
+"""``spark-ops exporter``: heavy imports inside the command."""
 
 from __future__ import annotations
 
