@@ -224,7 +224,6 @@ def _preflight_section(python: str, runs: int, quick_only: bool, has_torch: bool
 def bandwidth_section(python: str, rounds: int, goals: Goals) -> list[str]:
     from sparkops.bandwidth import probe
     from sparkops.knowledge import load
-    from sparkops.knowledge.bandwidth import BandwidthSettings
 
     lines = ["## Device memory bandwidth", ""]
     goal_names = [("probe copy vs best-effort copy, same run", ">= 98%"),
@@ -250,7 +249,7 @@ def bandwidth_section(python: str, rounds: int, goals: Goals) -> list[str]:
               f"import + measure); buffers {m['buffers']} x {m['buffer_bytes'] / 2**20:.0f} MiB ({m['sizing']}); "
               f"peak allocated {m['peak_allocated_bytes'] / 1e9:.3f} GB; {m['gpu_time_s']:.3f} s GPU time; "
               f"G5 {tool['G5']['status']}: {tool['G5']['summary']}", ""]
-    settings = BandwidthSettings.from_kb(load())
+    settings = load().thresholds.bandwidth
     config = probe.script_config(settings, tool.get("free_memory_bytes"))
     crc, cout, cerr, cwall = run([python, "-c", BANDWIDTH_CHILD, str(MEASURE_SCRIPT), json.dumps(config), str(rounds),
                                   str(4 * 10**9)], CHILD_TIMEOUT_S)

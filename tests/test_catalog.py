@@ -3,10 +3,11 @@ exercises it, and every threshold the code asks for exists."""
 
 from __future__ import annotations
 
-import re
+import ast
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 import build_fixtures as bf
 import sparkops.checks
@@ -65,13 +66,28 @@ def test_every_gotcha_fails_or_warns_in_some_fixture_or_test_scenario():
     assert {"G1", "G2", "G3", "G6", "G8", "G9", "G10"} <= hit
 
 
-_T_CALL = re.compile(r"""\.t\(\s*(["'])([A-Za-z0-9_.]+)\1\s*\)""")
+def _chain(node: ast.AST) -> list[str] | None:
+    """``kb.thresholds.g3.os_reserve_gb`` -> ["g3", "os_reserve_gb"]: the attributes after ``thresholds``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.reverse()
+    return parts[parts.index("thresholds") + 1:] if "thresholds" in parts else None
 
 
 def _threshold_keys() -> set[str]:
+    """Every ``<anything>.thresholds.<section>[.<key>...]`` chain in the source (AST, not text: a chain
+    split over lines or wrapped in calls is still found), as the longest dotted key it names."""
     keys: set[str] = set()
     for path in SRC.rglob("*.py"):
-        keys |= {m.group(2) for m in _T_CALL.finditer(path.read_text(encoding="utf-8"))}
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and id(node) not in inner:
+                chain = _chain(node)
+                if chain:
+                    keys.add(".".join(chain))
     return keys
 
 
@@ -80,7 +96,36 @@ def test_threshold_scan_finds_the_checks_keys():
     assert {"g3.os_reserve_gb", "g4.hot_c", "g6.near_capacity_fraction", "g1.cuda_lib_wheels"} <= keys
 
 
+def _resolve(model: type[BaseModel], chain: list[str]) -> None:
+    """Walk the typed model: every name must be a field (or a property/method of the model it is on)."""
+    for i, name in enumerate(chain):
+        if name in model.model_fields:
+            ann = model.model_fields[name].annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                model = ann
+                continue
+            assert i == len(chain) - 1 or chain[i + 1] in dir(ann), f"{'.'.join(chain)}: {name} is a leaf"
+            return
+        assert hasattr(model, name), f"{'.'.join(chain)}: {model.__name__} has no {name!r}"
+        return
+
+
 @pytest.mark.parametrize("key", sorted(_threshold_keys()))
 def test_every_threshold_referenced_in_code_exists(key):
-    value = load().t(key)
+    from sparkops.knowledge.thresholds import Thresholds
+
+    _resolve(Thresholds, key.split("."))
+    value = load().thresholds
+    for name in key.split("."):
+        value = getattr(value, name)
     assert value is not None
+
+
+def test_the_scan_catches_a_misspelled_threshold():
+    """The scan is what makes a typo an error: a misspelled chain does not resolve."""
+    from sparkops.knowledge.thresholds import Thresholds
+
+    with pytest.raises(AssertionError, match="has no 'page_cache_warn_gib'"):
+        _resolve(Thresholds, ["g3", "page_cache_warn_gib"])
+    with pytest.raises(AssertionError):
+        _resolve(Thresholds, ["g33", "hot_c"])

@@ -126,10 +126,10 @@ def test_the_cli_and_the_mcp_tools_collect_with_the_apis_defaults(quick):
     assert collect_options(None, quick, None, False) == want
     assert tools._collect_options(None, quick, None, False, None) == want
     kb = api.knowledge()
-    assert want.budget_s == float(kb.t("probes.budget_s")) and want.depth == ("quick" if quick else "full")
+    assert want.budget_s == float(kb.thresholds.probes.budget_s) and want.depth == ("quick" if quick else "full")
     assert want.counter_window_s == (0.1 if quick else 1.0)
     boxed = api.collect_options(quick=quick, container="ngc", engine="podman")
-    assert boxed.budget_s == float(kb.t("setup.container_budget_s")) and boxed.container_engine == "podman"
+    assert boxed.budget_s == float(kb.thresholds.setup.container_budget_s) and boxed.container_engine == "podman"
     assert api.collect_options(budget_s=7).budget_s == 7.0
 
 

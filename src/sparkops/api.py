@@ -47,11 +47,11 @@ def collect_options(*, quick: bool = False, python: str | Path | None = None, co
     if engine is not None and engine not in ("docker", "podman"):
         raise InputError(f"--engine {engine}: docker or podman")
     if budget_s is None:
-        key = "setup.container_budget_s" if container else "probes.budget_s"
-        budget_s = float((kb or load()).t(key))
+        th = (kb or load()).thresholds  # a container start costs seconds
+        budget_s = th.setup.container_budget_s if container else th.probes.budget_s
     return CollectOptions(depth="quick" if quick else "full", python=str(python) if python is not None else None,
                           config_paths=tuple(config_paths), offline=offline, budget_s=float(budget_s),
-                          counter_window_s=0.1 if quick else 1.0, container_engine=engine or "")
+                          counter_window_s=0.1 if quick else 1.0, container_engine=engine or "", kb=kb)
 
 
 def container_options(opts: CollectOptions | None, image: str, kb: Knowledge | None = None,
@@ -161,7 +161,7 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
     from sparkops.planner import serve
     from sparkops.planner.serve_budget import neighbours
 
-    reserve = float(kb.t("g3.os_reserve_gb"))
+    reserve = kb.thresholds.g3.os_reserve_gb
     if budget_gb is not None:
         if not 0 < budget_gb < 100_000:
             raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
@@ -239,7 +239,7 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
     machine, running = _serve_machine(target, budget_gb, facts, opts, kb)
     jobs = [_beside_job(t, machine, kb) for t in beside]
-    return serve.plan_serve(shape, spec, machine, fit_margin=float(kb.t("g3.fit_margin_fraction")), beside=jobs,
+    return serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
                             running=running)
 
 
@@ -275,7 +275,8 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
     from sparkops.report.build import container_json
     from sparkops.report.views import TriageView
 
-    tri = gpu_visibility.triage(facts)
+    kb = load()
+    tri = gpu_visibility.triage(facts, kb)
     live = facts.target.live
     sees = live.cuda_available if isinstance(live, TorchLive) and live.import_ok else None
     return TriageView.model_validate({
@@ -286,7 +287,7 @@ def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = 
         "hypotheses": [{"number": n, "hypothesis": h, "status": st} for n, h, st in tri.steps()],
         "fired": tri.fired,
         "reason": tri.reason,
-        "fix": tri.fix(),
+        "fix": tri.fix(kb),
     })
 
 

@@ -448,9 +448,9 @@ def execute_bare_pip(python: str | None = None, *, uv: bool = False, env: Mappin
     kb = load()
     env = dict(env) if env is not None else dict(os.environ)
     out = out or sys.stdout
-    step_timeout_s = step_timeout_s or float(kb.t("setup.pip_step_timeout_s"))
-    verify_timeout_s = verify_timeout_s or float(kb.t("setup.verify_timeout_s"))
-    tail_lines = int(kb.t("setup.stderr_tail_lines"))
+    step_timeout_s = step_timeout_s or kb.thresholds.setup.pip_step_timeout_s
+    verify_timeout_s = verify_timeout_s or kb.thresholds.setup.verify_timeout_s
+    tail_lines = kb.thresholds.setup.stderr_tail_lines
     exe, chosen = target_env.choose_interpreter(python, env)
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         raise SetupError(f"target interpreter {exe} ({chosen}) does not exist or is not executable")
@@ -459,7 +459,7 @@ def execute_bare_pip(python: str | None = None, *, uv: bool = False, env: Mappin
         raise SetupError("uv not found on PATH: install it (`curl -LsSf https://astral.sh/uv/install.sh | sh`) "
                          "or drop --uv")
     pre = target_env.inspect_target(exe, env, depth="quick", limits=target_env.Limits(
-        float(kb.t("setup.precheck_timeout_s")), 0.0, 0, 0.0))
+        kb.thresholds.setup.precheck_timeout_s, 0.0, 0, 0.0))
     if isinstance(pre.torch, Unavailable) and pre.torch.unavailable is Why.not_found:
         raise SetupError(f"torch is not installed in {exe}: install the official cu130 wheel first "
                          "(`pip install torch --index-url https://download.pytorch.org/whl/cu130`) or use the "

@@ -21,13 +21,12 @@ from sparkops.bandwidth import probe
 from sparkops.facts.model import BandwidthFacts, TorchLive
 from sparkops.facts.reading import Unavailable, Why
 from sparkops.knowledge import load
-from sparkops.knowledge.bandwidth import BandwidthSettings
 from sparkops.probes import CollectOptions
 from sparkops.probes._run import RunResult
 
 BIN = FIXTURES / "bin"
 KB = load()
-FAST = BandwidthSettings.from_kb(KB).model_copy(update={"timeout_s": 3.0})
+FAST = KB.thresholds.bandwidth.model_copy(update={"timeout_s": 3.0})
 
 
 def fake(name: str) -> str:

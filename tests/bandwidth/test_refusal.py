@@ -13,7 +13,7 @@ from sparkops.knowledge import load
 from sparkops.knowledge.bandwidth import BandwidthSettings
 
 KB = load()
-S = BandwidthSettings.from_kb(KB)
+S = KB.thresholds.bandwidth
 GIB = 1024**3
 
 
@@ -87,13 +87,13 @@ def test_only_compute_processes_load_the_bus(kind, counted):
 
 
 def test_the_settings_block_is_validated():
-    bad = dict(KB.t("bandwidth"), far_below_fraction=0.9, below_fraction=0.5)
+    bad = dict(KB.thresholds.bandwidth.model_dump(), far_below_fraction=0.9, below_fraction=0.5)
     with pytest.raises(ValueError):
         BandwidthSettings.model_validate(bad)
     with pytest.raises(ValueError):
-        BandwidthSettings.model_validate(dict(KB.t("bandwidth"), expected_gbs={"gb10": {"teleport": [1, 2]}}))
+        BandwidthSettings.model_validate(dict(KB.thresholds.bandwidth.model_dump(), expected_gbs={"gb10": {"teleport": [1, 2]}}))
     with pytest.raises(ValueError):
-        BandwidthSettings.model_validate(dict(KB.t("bandwidth"), surprise=1))
+        BandwidthSettings.model_validate(dict(KB.thresholds.bandwidth.model_dump(), surprise=1))
 
 
 # ---------------------------------------------------------------- no GPU comes before "other GPU jobs" (issue 17)

@@ -104,8 +104,7 @@ def test_h200_judged_against_this_probes_recorded_ranges():
 
 def test_without_a_recorded_range_both_methods_use_the_profiles_measured_range():
     kb = load()
-    th = {**kb.thresholds, "bandwidth": {**kb.t("bandwidth"), "expected_gbs": {}}}
-    kb2 = kb.model_copy(update={"thresholds": th})
+    kb2 = kb.with_thresholds("bandwidth", expected_gbs={})
     bw = measured(load_facts_fixture("h200_generic"), name="NVIDIA H200", copy=4195.0, read=3500.0).bandwidth
     j = g05_bandwidth.judge_measurement(bw, kb.profile_for("NVIDIA H200"), kb2)
     assert [(m.low, m.high, m.reference) for m in j.methods] == [(4270, 4283, "h200 profile's measured range")] * 2

@@ -21,7 +21,7 @@ from sparkops.facts.snapshot import load_facts
 from sparkops.facts.workload import Workload
 from sparkops.knowledge import load as load_kb
 
-CAPS = load_kb().t("g6.default_caps")
+CAPS = load_kb().thresholds.g6.default_caps
 
 
 CASES = [
@@ -89,7 +89,7 @@ def test_classify_accepts_a_single_string_and_setproctitle_argv0():
 
 
 def test_classify_uses_the_knowledge_base_defaults():
-    assert classify("vllm", ["vllm", "serve", "x"]) == ("vllm", load_kb().t("g6.default_caps")["vllm"], "default")
+    assert classify("vllm", ["vllm", "serve", "x"]) == ("vllm", load_kb().thresholds.g6.default_caps["vllm"], "default")
 
 
 VOCAB = ["python", "python3.12", "-m", "-c", "-X", "-W", "-u", "uv", "uvx", "run", "--with", "pipx", "conda", "-n",
@@ -125,7 +125,7 @@ def test_the_probe_records_every_process_the_classifier_recognises():
     small server the probe dropped could never be judged."""
     from sparkops.probes.processes import wanted
 
-    words = load_kb().t("probes.process_record_words")
+    words = load_kb().thresholds.probes.process_record_words
     recognised = [(name, cmdline) for name, cmdline, kind, _, _ in CASES if kind != "other"]
     assert len(recognised) >= 20
     for name, cmdline in recognised:
@@ -144,10 +144,7 @@ def _raw_v2(facts):
 
 
 def _kb_with(**g6):
-    kb = copy.deepcopy(load_kb())
-    for key, value in g6.items():
-        kb.thresholds["g6"][key] = value
-    return kb
+    return load_kb().with_thresholds("g6", **g6)
 
 
 def test_a_schema_1_snapshot_is_migrated_on_load_keeping_its_recorded_verdict():
@@ -187,7 +184,7 @@ def test_a_raw_snapshot_is_judged_with_the_knowledge_of_the_day():
              else p.model_dump() for p in facts.processes.processes]
     flagged = patch(facts, {"processes.processes": procs})
     assert CHECKS["G6"].check(context(flagged, load_kb())).code == "G6.uncapped-server"
-    flags = {**load_kb().t("g6.cap_flags"), "vllm": ["gpu_memory_utilization", "kv_cache_share"]}
+    flags = {**load_kb().thresholds.g6.cap_flags, "vllm": ["gpu_memory_utilization", "kv_cache_share"]}
     known_flag = CHECKS["G6"].check(context(flagged, _kb_with(cap_flags=flags)))
     assert known_flag.status is Status.passed
     assert any("capped at 0.4 (parent)" in n and "400721" in n for n in known_flag.notes), known_flag.notes

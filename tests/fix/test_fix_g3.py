@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkops.fix import g3
+from sparkops.knowledge import load
 
 RAW = Path(__file__).parents[1] / "fixtures" / "raw" / "buddyinfo"
 
@@ -31,7 +32,7 @@ def box(tmp_path):
 def _fix(box, action="drop-caches", **kw):
     root, sysdir = box
     args = dict(apply=True, yes=True, euid=0, busy_fn=lambda: [], container_fn=lambda: None, root=root,
-                proc_sys=sysdir)
+                proc_sys=sysdir, kb=load())
     args.update(kw)
     return g3.fix_g3(action, **args)
 

@@ -34,7 +34,7 @@ def test_unified_budget_is_memavailable_minus_the_reserve(kb):
     facts = load_facts_fixture(GB10)
     b = budget_from_facts(facts, kb, "facts")
     avail = facts.memory.meminfo_bytes["MemAvailable"]
-    reserve = kb.t("g3.os_reserve_gb") * 1024**3
+    reserve = kb.thresholds.g3.os_reserve_gb * 1024**3
     assert b.unified and b.gb == pytest.approx((avail - reserve) / 1e9, abs=0.1)
 
 

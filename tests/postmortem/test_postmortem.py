@@ -139,7 +139,7 @@ def test_previous_boot_segment():
 @given(st.lists(st.text(max_size=200), max_size=30))
 def test_scan_and_verdict_never_raise(lines):
     found = classify.scan(lines, "fuzz", run.xid_table())
-    cause = classify.verdict(found, unclean=None, log_read=bool(lines), own=None)
+    cause = classify.verdict(found, unclean=None, log_read=bool(lines), own=None, fixes=run.cause_fixes())
     assert cause.code
 
 

@@ -41,12 +41,12 @@ from sparkops.probes.configs import (
 
 WORKLOAD = FIXTURES / "raw" / "configs" / "workload"
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-IGNORE = frozenset(configs.load_kb().t("g10.ignore_dirs"))
+IGNORE = frozenset(configs.load_kb().thresholds.g10.ignore_dirs)
 
 
 def limits(**kw) -> Limits:
     base = {"max_files": 2000, "max_file_bytes": 1 << 20, "max_depth": 8, "time_budget_s": 30.0,
-            "ignore_dirs": IGNORE, "not_config_names": frozenset(configs.load_kb().t("g10.not_config_names"))}
+            "ignore_dirs": IGNORE, "not_config_names": frozenset(configs.load_kb().thresholds.g10.not_config_names)}
     base.update(kw)
     return Limits(**base)
 

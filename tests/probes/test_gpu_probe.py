@@ -154,12 +154,11 @@ def test_a_wedged_nvml_falls_back_to_nvidia_smi_in_bounded_time(monkeypatch):
 
     release = threading.Event()
     monkeypatch.setattr(gpu, "from_nvml", lambda *a, **k: release.wait(30) and "late")
-    kb = gpu.knowledge.load()
-    th = dict(kb.thresholds)
-    th["probes"] = {**th["probes"], "nvml_timeout_s": 0.3}
-    monkeypatch.setattr(gpu.knowledge, "load", lambda: kb.model_copy(update={"thresholds": th}))
+    from sparkops.knowledge import load
+
+    kb = load().with_thresholds("probes", nvml_timeout_s=0.3)  # passed in: the probe never loads its own
     t0 = _time.monotonic()
-    facts = gpu.collect(CollectOptions(env={"PATH": "/nonexistent"}, budget_s=5.0), smi_timeout_s=1.0)
+    facts = gpu.collect(CollectOptions(env={"PATH": "/nonexistent"}, budget_s=5.0, kb=kb), smi_timeout_s=1.0)
     release.set()
     assert _time.monotonic() - t0 < 3.0
     assert "did not answer within 0.3 s" in facts.nvml_error

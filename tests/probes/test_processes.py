@@ -20,8 +20,8 @@ from sparkops.knowledge import load as load_kb
 from sparkops.probes import CollectOptions, processes
 from sparkops.probes.processes import CMDLINE_MAX, scan
 
-CAPS = load_kb().t("g6.default_caps")
-WORDS = load_kb().t("probes.process_record_words")
+CAPS = load_kb().thresholds.g6.default_caps
+WORDS = load_kb().thresholds.probes.process_record_words
 GB = 1024**3
 
 

@@ -106,9 +106,7 @@ class ReplaySampler:
 
 def _soak(tmp_path, monkeypatch, exe="python-soak-fake", minutes=4 / 60, **kw):
     kb = knowledge.load()
-    th = dict(kb.thresholds)
-    th["soak"] = {**th["soak"], "preroll_s": 0.3, "cooldown_s": 0.3, "start_timeout_s": 10.0, "stop_grace_s": 5.0}
-    kb = kb.model_copy(update={"thresholds": th})
+    kb = kb.with_thresholds("soak", preroll_s=0.3, cooldown_s=0.3, start_timeout_s=10.0, stop_grace_s=5.0)
     monkeypatch.setenv("FAKE_SOAK_LOG", str(tmp_path / "fake.log"))
     return run.soak(minutes, str(BIN / exe), kb=kb, sampler=ReplaySampler(), interval_s=0.2,
                     log_path=tmp_path / "soak.csv", assess=kw.pop("assess", lambda *a: ([], None)), **kw)

@@ -24,7 +24,6 @@ from sparkops.bandwidth._measure_script import plan_buffer
 from sparkops.facts.model import BandwidthFacts, BandwidthMethod, Facts, ProbeRecord, TorchLive
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.knowledge import Knowledge
-from sparkops.knowledge import load as load_kb
 from sparkops.knowledge.bandwidth import BandwidthSettings
 from sparkops.probes import _run, target_launch
 from sparkops.probes.target_env import last_stage, parse_result
@@ -180,13 +179,12 @@ def _live_says_no(facts: Facts) -> tuple[str, str] | None:
     return None
 
 
-def measure(facts: Facts, kb: Knowledge | None = None, *, python: str | None = None,
+def measure(facts: Facts, kb: Knowledge, *, python: str | None = None,
             env: Mapping[str, str] | None = None, size_bytes: int | None = None, force: bool = False,
             container_ref: str = "", settings: BandwidthSettings | None = None,
             alive: Callable[[int], bool] | None = None, own_pids: Collection[int] | None = None) -> Outcome:
     """Apply the refusal rules to ``facts``, then measure in the target interpreter (or image)."""
-    kb = kb or load_kb()
-    settings = settings or BandwidthSettings.from_kb(kb)
+    settings = settings or kb.thresholds.bandwidth
     env = dict(os.environ) if env is None else env
     own = {os.getpid()} if own_pids is None else set(own_pids)
     assessment = refusal.assess(facts, kb, settings, alive or _pid_alive, own)
@@ -255,7 +253,7 @@ def attach(facts: Facts, opts: Any, kb: Knowledge | None = None) -> Facts:
     rules see their facts and nothing of ours competes) and a ``bandwidth`` probe record."""
     t0 = time.monotonic()
     try:
-        out = measure(facts, kb, python=opts.python, env=opts.env, container_ref=opts.container_ref)
+        out = measure(facts, kb or opts.knowledge(), python=opts.python, env=opts.env, container_ref=opts.container_ref)
     except Exception as exc:  # a bug here must not take the preflight down
         out = _failed("error", f"bandwidth probe failed: {type(exc).__name__}: {exc}"[:500])
     source = "container" if opts.container_ref else "target python"

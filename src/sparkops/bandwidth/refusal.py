@@ -124,7 +124,7 @@ def assess(facts: Facts, kb: Knowledge, settings: BandwidthSettings | None = Non
            alive: Callable[[int], bool] = lambda pid: True, own_pids: Collection[int] = (),
            device_index: int = 0) -> Assessment:
     """Apply the refusal rules to ``facts``."""
-    settings = settings or BandwidthSettings.from_kb(kb)
+    settings = settings or kb.thresholds.bandwidth
     free, source = free_memory(facts, kb, device_index)
     no_gpu = no_gpu_seen(facts, kb)
     if no_gpu:  # checked first: "other GPU jobs running" on a box without a GPU would send the user the wrong way

@@ -19,7 +19,6 @@ from sparkops.core.units import GIB
 from sparkops.facts.model import BandwidthFacts, Facts
 from sparkops.facts.reading import known
 from sparkops.knowledge import Knowledge
-from sparkops.knowledge import load as load_kb
 
 COLLECT_PROBES = ("gpu", "memory", "processes", "host")  # what the refusal rules and G5's identity read
 
@@ -76,11 +75,10 @@ def exit_code(status: str, finding: Finding, far_below: bool) -> int:
     return 0
 
 
-def build(facts: Facts, out: Outcome, kb: Knowledge | None = None, forced: bool = False) -> BandwidthReport:
+def build(facts: Facts, out: Outcome, kb: Knowledge, forced: bool = False) -> BandwidthReport:
     """Judge the outcome (G5 on the facts with the measurement in them) into the report."""
     from sparkops.checks import context, g05_bandwidth, identity
 
-    kb = kb or load_kb()
     facts = facts.model_copy(update={"bandwidth": out.section})
     ctx = context(facts, kb)
     finding = g05_bandwidth.check(ctx)
@@ -113,8 +111,8 @@ def build(facts: Facts, out: Outcome, kb: Knowledge | None = None, forced: bool 
 
 def bandwidth(python: str | None = None, size_bytes: int | None = None, force: bool = False,
               container: str | None = None, env: Mapping[str, str] | None = None,
-              kb: Knowledge | None = None) -> BandwidthReport:
-    """Measure this machine's device memory bandwidth now (``spark-ops bandwidth``).
+              *, kb: Knowledge) -> BandwidthReport:
+    """Measure this machine's device memory bandwidth now (``spark-ops bandwidth``) against ``kb``.
 
     The gpu, memory, processes and host probes run first (quick, offline) so the refusal rules can
     see other GPU jobs and the free memory; then the measurement runs in ``python`` (or inside the
@@ -125,10 +123,9 @@ def bandwidth(python: str | None = None, size_bytes: int | None = None, force: b
     from sparkops import setup
     from sparkops.probes import CollectOptions, collect_snapshot
 
-    kb = kb or load_kb()
     env = dict(os.environ) if env is None else dict(env)
     opts = CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
-                          counter_window_s=0.1, budget_s=float(kb.t("probes.budget_s")))
+                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
     if container:
         opts = setup.container_options(opts, container, kb.matrix)
     facts = collect_snapshot(opts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Sequence
 
 from sparkops.checks import container, gpu_visibility
 from sparkops.checks.base import (
@@ -129,7 +130,7 @@ def _torch_family(dists: dict[str, str]) -> list[str]:
     return family or ["torch"]
 
 
-def _index_for(cuda: str | None, indexes: list[str]) -> str:
+def _index_for(cuda: str | None, indexes: Sequence[str]) -> str:
     """The newest PyTorch wheel index a driver supporting CUDA ``cuda`` can run (cu128 for 12.8, 12.9)."""
     m = re.match(r"\s*(\d+)\.(\d+)", cuda or "")
     if not m:
@@ -164,7 +165,7 @@ def check(ctx: CheckContext) -> Finding:
     notes: list[str] = []
     unknowns: list[Reason] = []
     gpu_host = ctx.platform != "none"
-    indexes: list[str] = kb.t("g1.torch_indexes")
+    indexes: tuple[str, ...] = kb.thresholds.g1.torch_indexes
     where = "container" if container.classify(ctx.facts.host.container).in_container else "target-env"
 
     # -- what torch says about itself: the static read first, the live import second
@@ -226,7 +227,7 @@ def check(ctx: CheckContext) -> Finding:
 
     # -- torch imports but sees no GPU although the host has one: the triage decides whose problem it is
     if tl is not None and tl.import_ok and gpu_host and tl.cuda_available is False and cuda_major:
-        tri = gpu_visibility.triage(facts)
+        tri = gpu_visibility.triage(facts, kb)
         err = f" ({tl.cuda_error})" if tl.cuda_error else ""
         if tri.fired is not None and tri.fired < 5:
             notes.append(f"torch {version} imports but sees no GPU{err}: {tri.summary()} — a visibility problem "
@@ -245,13 +246,13 @@ def check(ctx: CheckContext) -> Finding:
                 break
 
     # -- extensions that need CUDA libraries nobody provides
-    wheels_for: dict[str, list[str]] = kb.t("g1.cuda_lib_wheels")
+    wheels_for: dict[str, list[str]] = kb.thresholds.g1.cuda_lib_wheels
     ldc = facts.cuda_libs.ldconfig
     registered: set[str] | None = set(ldc) if known(ldc) else None  # type: ignore[arg-type]
     exts = target.extensions
     if known(exts):
         unjudged: set[str] = set()
-        for ext in _loaded_variants(exts, cuda, kb.t("g1.per_cuda_variant_token"), notes):  # type: ignore[arg-type]
+        for ext in _loaded_variants(exts, cuda, kb.thresholds.g1.per_cuda_variant_token, notes):  # type: ignore[arg-type]
             for lib in ext.needed:
                 if lib not in wheels_for or lib in ext.resolved:  # found through its RUNPATH
                     continue

@@ -48,7 +48,7 @@ class Decision:
 
 def thresholds(kb) -> dict[str, float]:  # noqa: ANN001 - a Knowledge
     """The packaged ``fragmentation:`` thresholds from a loaded knowledge base."""
-    return {k: float(kb.t(f"fragmentation.{k}")) for k in DEFAULTS}
+    return {k: float(v) for k, v in kb.thresholds.fragmentation.model_dump().items()}
 
 
 def _order_for(block_bytes: float, page: int) -> int:

@@ -32,7 +32,7 @@ def _fit(ctx: CheckContext, budget: float | None, fails: list[Reason], warns: li
     if peak_gb is None or budget is None:
         return
     peak = peak_gb * 1e9 / GIB
-    margin = float(ctx.kb.t("g3.fit_margin_fraction"))
+    margin = ctx.kb.thresholds.g3.fit_margin_fraction
     values = {"peak_gib": peak, "peak_gb": peak_gb, "budget_gib": budget, "margin": margin}
     if peak > budget:
         fails.append(reason("G3.plan-exceeds-budget", **values))
@@ -143,7 +143,7 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     near = pool_budget.neighbour_lines(ctx.facts, total, kb=ctx.kb)
     b = pool_budget.judge(total, near, [pool_budget.PoolLine("vllm (planned)", round(share * total, 2),
                                                              f"share {share:g} x {total:.2f} GiB")],
-                          os_reserve_gib=float(ctx.kb.t("g3.os_reserve_gb")), fit_margin=0.0)
+                          os_reserve_gib=float(ctx.kb.thresholds.g3.os_reserve_gb), fit_margin=0.0)
     evidence.append(ev("pool budget", b.values()))
     if b.code == "over" and near:
         top = sorted(near, key=lambda x: -x.gib)[:3]
@@ -182,9 +182,9 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
     visible = cuda_free if cuda_free is not None else free
     visible_what = "cudaMemGetInfo free" if cuda_free is not None else "CUDA-visible free ≈ MemFree"
     in_container = container.classify(ctx.facts.host.container).in_container
-    cache_big = _gib(gap) >= float(kb.t("g3.page_cache_warn_gb"))
-    low = _gib(avail) < float(kb.t("g3.low_available_warn_gb"))
-    swapping = _gib(swap_used) >= float(kb.t("g3.swap_used_warn_gb"))
+    cache_big = _gib(gap) >= kb.thresholds.g3.page_cache_warn_gb
+    low = _gib(avail) < kb.thresholds.g3.low_available_warn_gb
+    swapping = _gib(swap_used) >= kb.thresholds.g3.swap_used_warn_gb
     held = _gpu_held(ctx)
     # the cause decides the fix: a big page cache is flushed (on the host); memory held by processes or
     # pushed to swap is not freed by a flush, so those lead when the cache is small
@@ -199,10 +199,10 @@ def _unified(ctx: CheckContext, mi: dict[str, int], evidence: list[Evidence]) ->
         code = "G3.page-cache-container" if in_container else "G3.page-cache"
         warns.append(reason(code, cache_gib=_gib(gap), visible_what=visible_what, visible_gib=_gib(visible),
                             avail_gib=_gib(avail), low=f"; only {_gib(avail):.1f} GiB available" if low else ""))
-    _psi(ctx.facts.memory.psi, warns, evidence, float(kb.t("g3.psi_full_avg10_warn")))
+    _psi(ctx.facts.memory.psi, warns, evidence, kb.thresholds.g3.psi_full_avg10_warn)
     _fragmentation(ctx, warns, evidence)
     _serving_start(ctx, warns, evidence)
-    budget = round(max(0.0, _gib(avail) - float(kb.t("g3.os_reserve_gb"))), 1)
+    budget = round(max(0.0, _gib(avail) - kb.thresholds.g3.os_reserve_gb), 1)
     _fit(ctx, budget, fails, warns)
     cg = ctx.facts.memory.cgroup
     if known(cg.limit_bytes) and cg.limit_bytes is not None:
@@ -235,7 +235,7 @@ def _discrete(ctx: CheckContext, evidence: list[Evidence]) -> Finding:
     mi = ctx.facts.memory.meminfo_bytes
     if known(mi) and "MemAvailable" in mi:  # type: ignore[operator]
         parts.append(f"host available {_gib(mi['MemAvailable']):.1f} GiB")  # type: ignore[index]
-    _psi(ctx.facts.memory.psi, warns, evidence, float(kb.t("g3.psi_full_avg10_warn")))
+    _psi(ctx.facts.memory.psi, warns, evidence, kb.thresholds.g3.psi_full_avg10_warn)
     _fit(ctx, ctx.headroom_gib, fails, warns)
     notes = []
     if ctx.workload.estimated_peak_gb is not None and ctx.headroom_gib is None:

@@ -30,7 +30,7 @@ def low_clock_state(kb, util: float | None, clock_mhz: float | None, power_w: fl
     too), with no reason bit. One predicate for the snapshot (preflight) and the samples (watch)."""
     if util is None or clock_mhz is None:
         return False
-    busy = util >= float(kb.t("g4.busy_util_pct")) and clock_mhz < float(kb.t("g4.low_clock_mhz"))
+    busy = util >= kb.thresholds.g4.busy_util_pct and clock_mhz < kb.thresholds.g4.low_clock_mhz
     return busy and (power_max_w is None or power_w is None or power_w < power_max_w)
 
 
@@ -54,8 +54,8 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[Reason], notes: list[
     if known(dev.temperature_c):
         parts.append(f"{dev.temperature_c:.0f} °C")
         evidence.append(ev(f"{p}.temperature_c", dev.temperature_c))
-        if dev.temperature_c >= float(kb.t("g4.hot_c")):  # type: ignore[operator]
-            warns.append(reason("G4.hot", label=label, temp_c=dev.temperature_c, hot_c=float(kb.t("g4.hot_c"))))
+        if dev.temperature_c >= kb.thresholds.g4.hot_c:  # type: ignore[operator]
+            warns.append(reason("G4.hot", label=label, temp_c=dev.temperature_c, hot_c=kb.thresholds.g4.hot_c))
     if known(dev.power_draw_w):
         evidence.append(ev(f"{p}.power_draw_w", dev.power_draw_w))
         if known(dev.power_limit_w):
@@ -81,7 +81,7 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[Reason], notes: list[
         names = reason_names(mask)
         parts.append(f"reasons {mask:#x}" + (f" ({', '.join(names)})" if names else " (none)"))
         evidence.append(ev(f"{p}.clock_event_reasons", mask))
-        thermal = mask & int(kb.t("g4.thermal_reason_mask"))
+        thermal = mask & kb.thresholds.g4.thermal_reason_mask
         if thermal:
             warns.append(reason("G4.thermal-reasons", label=label, reasons=", ".join(reason_names(thermal)),
                                 temp=f"{dev.temperature_c:.0f} °C" if known(dev.temperature_c) else "temperature unread"))
@@ -92,13 +92,13 @@ def _device(ctx: CheckContext, dev: GpuDevice, warns: list[Reason], notes: list[
     if start or end:
         evidence.append(ev(f"{p}.violation_us", start))
         evidence.append(ev(f"{p}.violation_us_end", end))
-    for key in kb.t("g4.thermal_counters"):
+    for key in kb.thresholds.g4.thermal_counters:
         if key in start and key in end:
             grew = end[key] - start[key]
-            if grew >= int(kb.t("g4.counter_growth_warn_us")):
+            if grew >= kb.thresholds.g4.counter_growth_warn_us:
                 warns.append(reason("G4.thermal-counter-growing", label=label, counter=key, grew_ms=grew / 1000,
                                     window_s=dev.violation_window_s))
-    if start and not any(k in end for k in kb.t("g4.thermal_counters")):
+    if start and not any(k in end for k in kb.thresholds.g4.thermal_counters):
         notes.append("violation counters were read once only: growth during the check is unknown")
     cap_us = end.get("sw_power_cap", start.get("sw_power_cap"))
     if cap_us:

@@ -97,7 +97,7 @@ def _level(gbs: float, low: float | None, high: float | None, settings: Bandwidt
 
 def judge_measurement(bw: BandwidthFacts, profile: Profile | None, kb: Knowledge) -> MeasuredJudgment:
     """Each method's median against its expected range; warn on the worst method below range."""
-    settings = BandwidthSettings.from_kb(kb)
+    settings = kb.thresholds.bandwidth
     spec = profile.spec_bandwidth_gbs if profile else None
     rows = []
     for m in bw.methods:

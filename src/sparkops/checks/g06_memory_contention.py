@@ -47,7 +47,7 @@ class Neighbour:
 
 def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, ProcessClass]) -> list[Neighbour]:
     """GPU processes first (their memory is what competes), then servers seen only in the process table."""
-    defaults: dict[str, float] = ctx.kb.t("g6.default_caps")
+    defaults: dict[str, float] = ctx.kb.thresholds.g6.default_caps
     out: list[Neighbour] = []
     seen: set[int] = set()
     for dev in ctx.facts.gpu.devices:
@@ -104,8 +104,8 @@ def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib:
                                                pool_gib)
         lines.append(pool_budget.PoolLine(n.label(), round(gib, 2), how, pid=n.pid, kind=n.kind))
     return pool_budget.judge(pool_gib, lines, [pool_budget.PoolLine("planned run", round(peak_gib, 2), "planned peak")],
-                             os_reserve_gib=float(kb.t("g3.os_reserve_gb")),
-                             fit_margin=float(kb.t("g3.fit_margin_fraction")))
+                             os_reserve_gib=float(kb.thresholds.g3.os_reserve_gb),
+                             fit_margin=float(kb.thresholds.g3.fit_margin_fraction))
 
 
 def _budget_values(b: pool_budget.PoolBudget, peak_gb: float) -> dict[str, object]:
@@ -133,8 +133,8 @@ def check(ctx: CheckContext) -> Finding:
         return ctx.decide(GID, "G6.unread", table=str(table), source=str(ctx.facts.gpu.source))
     host = {p.pid: p for p in table} if known(table) else {}  # type: ignore[union-attr]
     kb = ctx.kb
-    near = float(kb.t("g6.near_capacity_fraction"))
-    heavy_b = float(kb.t("g6.heavy_neighbour_gb")) * GIB
+    near = kb.thresholds.g6.near_capacity_fraction
+    heavy_b = kb.thresholds.g6.heavy_neighbour_gb * GIB
     cls = classify_all(host.values(), kb)
     neighbours = _neighbours(ctx, host, cls)
     evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
@@ -155,7 +155,7 @@ def check(ctx: CheckContext) -> Finding:
             warns.append(reason("G6.heavy-uncapped", who=n.label(), mem=n.mem(), pool=pool_txt))
         elif n.mem_bytes:
             notes.append(f"small neighbour {n.label()}: {n.mem()}")
-    dstate_min = float(ctx.kb.t("g6.dstate_min_gb")) * GIB
+    dstate_min = ctx.kb.thresholds.g6.dstate_min_gb * GIB
     for hp in host.values():
         if hp.state in ("disk-sleep", "D") and (hp.rss_bytes >= dstate_min or cls[hp.pid].engine):
             warns.append(reason("G6.dstate", who=f"{hp.name} (pid {hp.pid})", rss_gib=hp.rss_bytes / GIB))

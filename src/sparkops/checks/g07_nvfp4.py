@@ -14,7 +14,6 @@ from sparkops.facts.model import TorchLive
 from sparkops.facts.reading import known
 
 GID = "G7"
-SM121 = (12, 1)
 
 
 def engine_kernels(ctx: CheckContext) -> dict[str, list[str]]:
@@ -59,16 +58,16 @@ def check(ctx: CheckContext) -> Finding:
     if ctx.profile is not None:
         has_fp4 = ctx.profile.nvfp4
     elif cap is not None:
-        has_fp4 = cap[0] >= int(ctx.kb.t("g7.nvfp4_min_capability_major"))
+        has_fp4 = cap[0] >= ctx.kb.thresholds.g7.nvfp4_min_capability_major
     else:
         return ctx.decide(GID, "G7.capability-unread", name=name, evidence=evidence)
     cap_txt = f"({cap[0]}, {cap[1]})" if cap else "capability unknown"
     if not has_fp4:
         return ctx.decide(GID, "G7.no-fp4", name=name, cap=cap_txt, evidence=evidence)
     planned = ctx.workload.precision
-    if cap != SM121:
+    if cap != ctx.kb.thresholds.g7.sm121_capability:
         return ctx.decide(GID, "G7.not-sm121", name=name, cap=cap_txt, evidence=evidence)
-    found = _sm121a_evidence(ctx, list(ctx.kb.t("g7.sm121a_markers")))
+    found = _sm121a_evidence(ctx, list(ctx.kb.thresholds.g7.sm121a_markers))
     evidence.append(ev("sm_121a evidence", found))
     if planned == "nvfp4":
         if found:

@@ -55,7 +55,7 @@ def _age(now: datetime | None, then: datetime | None) -> str:
 
 def installed_terms(ctx: CheckContext) -> list[str]:
     """Components installed in the target environment, as the words playbook issues use."""
-    table: dict[str, str] = ctx.kb.t("g8.installed_components")
+    table: dict[str, str] = ctx.kb.thresholds.g8.installed_components
     dists = installed(ctx.facts)
     return [word for dist, word in table.items() if canonical_name(dist) in dists]
 
@@ -76,7 +76,7 @@ def check(ctx: CheckContext) -> Finding:
     when = pb.fetched_at.strftime("%Y-%m-%d %H:%M %Z").strip() if pb.fetched_at else "an unknown time"
     via = f" via {pb.source}" if pb.source else ""
     notes: list[str] = []
-    ttl = float(ctx.kb.t("g8.cache_ttl_s"))
+    ttl = ctx.kb.thresholds.g8.cache_ttl_s
     if pb.source == "cache" and (_seconds(now, pb.fetched_at) or 0) > ttl:
         notes.append(f"the cached issue list is {age} old (older than the {ttl / 3600:.0f} h refresh interval)")
     named = [*ctx.workload.components, *([ctx.workload.playbook] if ctx.workload.playbook else [])]

@@ -133,14 +133,14 @@ def check(ctx: CheckContext) -> Finding:
         warns.append(reason("G9.newer-majors", newer=", ".join(newer)))
 
     # Triton's bundled ptxas rejects sm_121a
-    cap = tuple(kb.t("g9.triton_capability"))
+    cap = tuple(kb.thresholds.g9.triton_capability)
     dev_cap = identity.identify(facts, kb).capability
-    triton = next((f"{d} {dists[d]}" for d in map(canonical_name, kb.t("g9.triton_dists")) if d in dists), None)
+    triton = next((f"{d} {dists[d]}" for d in map(canonical_name, kb.thresholds.g9.triton_dists) if d in dists), None)
     if triton and dev_cap == cap and not env.get("TRITON_PTXAS_PATH"):
         warns.append(reason("G9.triton-ptxas", triton=triton, sm=f"{cap[0]}{cap[1]}"))
     # HF transfer variable deprecated on huggingface_hub >= 1.23
     hub = _v(dists.get("huggingface-hub", ""))
-    dep = _v(str(kb.t("g9.hf_transfer_deprecated_hub")))
+    dep = _v(str(kb.thresholds.g9.hf_transfer_deprecated_hub))
     if env.get("HF_HUB_ENABLE_HF_TRANSFER", "").lower() in TRUTHY and hub and dep and hub >= dep:
         notes.append(f"HF_HUB_ENABLE_HF_TRANSFER is set with huggingface_hub {hub}: deprecated from {dep} "
                      "(FutureWarning; downloads go through Xet anyway) — set HF_XET_HIGH_PERFORMANCE=1 instead")
@@ -148,7 +148,7 @@ def check(ctx: CheckContext) -> Finding:
     # container decision
     image = cont.image_hint or (str(kind) if known(kind) else "")
     bare_env = pyenv.kind in BARE_ENV_KINDS
-    host_keys = sorted(k for k in kb.t("g9.host_os_release_keys") if k in facts.host.os_release)
+    host_keys = sorted(k for k in kb.thresholds.g9.host_os_release_keys if k in facts.host.os_release)
     off_txt = f" with off-matrix packages: {', '.join(off)}" if off else ""
     at = f" at {pyenv.prefix}" if pyenv.prefix else ""
     if known(kind) and kind in BLESSED:

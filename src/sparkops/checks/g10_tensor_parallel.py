@@ -78,17 +78,17 @@ def _jobs(ctx: CheckContext) -> list[Job]:
 def role(ctx: CheckContext, job: Job) -> tuple[str, str]:
     """("serve" | "train", why) for a job: its launcher first, then its keys, then the workload's method;
     a job nothing identifies is judged as training (the seeds' rule), and ``why`` says so."""
-    t = ctx.kb.t
+    g10 = ctx.kb.thresholds.g10
     norm = {k.lower().replace("-", "_") for k in job.keys}
     launcher = job.launcher.lower()
-    serve_l = {x.lower() for x in t("g10.serve_launchers")}
-    train_l = {x.lower() for x in t("g10.train_launchers")}
+    serve_l = {x.lower() for x in g10.serve_launchers}
+    train_l = {x.lower() for x in g10.train_launchers}
     if launcher in serve_l:
         return "serve", f"launched by {job.launcher}"
     if launcher in train_l:
         return "train", f"launched by {job.launcher}"
-    words_serve = sorted(norm & ({x.replace("-", "_") for x in serve_l} | set(t("g10.serve_keys"))))
-    words_train = sorted(norm & ({x.replace("-", "_") for x in train_l} | set(t("g10.train_keys"))))
+    words_serve = sorted(norm & ({x.replace("-", "_") for x in serve_l} | set(g10.serve_keys)))
+    words_train = sorted(norm & ({x.replace("-", "_") for x in train_l} | set(g10.train_keys)))
     if words_serve and not words_train:
         return "serve", f"serving settings ({', '.join(words_serve[:3])})"
     if words_train and not words_serve:

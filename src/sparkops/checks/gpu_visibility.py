@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sparkops.checks import container
 from sparkops.facts.model import Facts, TorchLive
 from sparkops.facts.reading import Unavailable, known
+from sparkops.knowledge import Knowledge
 
 HYPOTHESES = {
     1: "runtime/flags: a container started without `--runtime=nvidia --gpus all`",
@@ -44,13 +45,12 @@ class Triage:
         """The identity sub-code of the hypothesis that fired ("identity.no-gpu" when none did)."""
         return CODES[self.fired] if self.fired is not None else "identity.no-gpu"
 
-    def fix(self) -> str:
+    def fix(self, kb: Knowledge) -> str:
         from sparkops.checks.base import render
-        from sparkops.knowledge import load
 
         if self.fired is None:
             return ""
-        return render(load().subcode(self.code).fix, self.values())
+        return render(kb.subcode(self.code).fix, self.values())
 
     def values(self) -> dict[str, str]:
         """What the identity sub-codes' templates are worded from."""
@@ -88,7 +88,7 @@ def _cvd_hides(value: str | None, device_nodes: int | None) -> str | None:
     return None
 
 
-def triage(facts: Facts) -> Triage:
+def triage(facts: Facts, kb: Knowledge) -> Triage:
     """Walk hypotheses 1..5 in order and stop at the first that fires."""
     host, env = facts.host, facts.host.env
     ruled_out: list[int] = []
@@ -154,7 +154,7 @@ def triage(facts: Facts) -> Triage:
         torch_cuda = facts.target.torch.cuda  # type: ignore[union-attr]
     if known(facts.target.torch) or (isinstance(live, TorchLive) and live.import_ok):
         drv = facts.gpu.cuda_driver_version
-        want = str(drv).split(".")[0] if known(drv) else "13"
+        want = str(drv).split(".")[0] if known(drv) else str(kb.thresholds.g1.fallback_cuda_major)
         if torch_cuda is None or str(torch_cuda).split(".")[0] != want:
             return Triage(5, f"torch.version.cuda is {torch_cuda} (want {want}.x)", ruled_out, not_checked)
         ruled_out.append(5)

@@ -64,7 +64,7 @@ def headroom_gib(facts: Facts, ident: Identity, kb: Knowledge) -> float | None:
     Unified memory (GB10, or NVML memory NOT_SUPPORTED): MemAvailable minus the OS/driver
     reserve. Discrete GPU: the device's free memory. No GPU: None.
     """
-    reserve = float(kb.t("g3.os_reserve_gb"))
+    reserve = kb.thresholds.g3.os_reserve_gb
     mi = facts.memory.meminfo_bytes
     if ident.platform == "none":
         return None
@@ -96,14 +96,14 @@ def check(facts: Facts, kb: Knowledge, ident: Identity) -> Finding:
     if ident.platform == "none":
         why = facts.gpu.nvml_error or "NVML not usable"
         smi = facts.gpu.smi_host_error or facts.gpu.smi_error or "nvidia-smi gave no device"
-        tri = gpu_visibility.triage(facts)
+        tri = gpu_visibility.triage(facts, kb)
         evidence.append(ev("host.dev_nvidia", facts.host.dev_nvidia))
         evidence.append(ev("host.container.markers", container.classify(facts.host.container).markers))
         return conclude(kb, "identity", [reason(tri.code, what="no NVIDIA GPU visible", nvml=why, smi=smi,
                                                 **tri.values())], evidence=evidence)
     live = facts.target.live
     if isinstance(live, TorchLive) and live.import_ok and live.cuda_available is False and live.cuda:
-        tri = gpu_visibility.triage(facts)
+        tri = gpu_visibility.triage(facts, kb)
         if tri.fired is not None and tri.fired < 5:  # the build is fine; something hides the GPU from it
             evidence.append(ev("target.live.cuda_error", live.cuda_error))
             evidence.append(ev("host.env.CUDA_VISIBLE_DEVICES", facts.host.env.get("CUDA_VISIBLE_DEVICES")))

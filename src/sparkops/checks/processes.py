@@ -222,8 +222,8 @@ def classify(name: str, cmdline: Sequence[str] | str, default_caps: Mapping[str,
              cap_flags: Mapping[str, Sequence[str]] | None = None) -> tuple[str, float | None, str]:
     """(kind, memory fraction, its source) for one command line. Pure; hypothesis-tested not to raise.
     ``default_caps`` / ``cap_flags`` default to the knowledge base's ``g6.default_caps`` / ``g6.cap_flags``."""
-    caps = default_caps if default_caps is not None else _kb().t("g6.default_caps")
-    flags = cap_flags if cap_flags is not None else _kb().t("g6.cap_flags")
+    caps = default_caps if default_caps is not None else _kb().thresholds.g6.default_caps
+    flags = cap_flags if cap_flags is not None else _kb().thresholds.g6.cap_flags
     argv = _split(cmdline)
     kind, args = _kind(name or "", argv)
     fraction, source = _fraction(kind, args, caps, flags)
@@ -253,8 +253,8 @@ def classify_all(procs: Iterable[HostProcess], kb: Any = None) -> dict[int, Proc
     """pid -> class for every recorded process. An engine child (``VLLM::EngineCore``) has no flags of
     its own: it takes its server parent's explicit cap (source "parent") instead of the default."""
     kb = kb if kb is not None else _kb()
-    caps: Mapping[str, float] = kb.t("g6.default_caps")
-    flags: Mapping[str, Sequence[str]] = kb.t("g6.cap_flags")
+    caps: Mapping[str, float] = kb.thresholds.g6.default_caps
+    flags: Mapping[str, Sequence[str]] = kb.thresholds.g6.cap_flags
     table = list(procs)
     out = {p.pid: classify_process(p, caps, flags) for p in table}
     by_pid = {p.pid: p for p in table}

@@ -58,6 +58,8 @@ def register(app: typer.Typer) -> None:
             size_bytes = probe.parse_size(size)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--size") from exc
+        from sparkops.knowledge import load
+
         rep = report.bandwidth(python=str(python) if python else None, size_bytes=size_bytes, force=force,
-                               container=container)
+                               container=container, kb=load())
         return emit(BandwidthResult(rep), fmt, as_json)

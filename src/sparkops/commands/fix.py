@@ -57,6 +57,8 @@ def register(app: typer.Typer) -> None:
         if gotcha.strip().upper() not in ("G3", "3"):
             raise typer.BadParameter(f"{gotcha!r}: only G3 has an automatic fix", param_hint="GOTCHA")
         interactive = sys.stdin.isatty() and chosen(fmt, as_json) is not OutputFormat.json
-        res = g3.fix_g3("compact" if compact else "drop-caches", apply=apply, yes=yes, force=force,
+        from sparkops.knowledge import load
+
+        res = g3.fix_g3("compact" if compact else "drop-caches", apply=apply, yes=yes, force=force, kb=load(),
                         confirm=(lambda q: typer.confirm(q, default=False)) if interactive else None)
         return emit(FixOutcome(res), fmt, as_json)

@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
         shutdown (G4), OOM killer (G3, with the victim), the driver's out-of-memory wedge (G3), hardware vs
         application Xids, kernel panic, an unclean end with no log. Read-only; without root it says what it
         could not read. Exit 0 orderly end, 1 a cause found, 3 nothing readable."""
+        from sparkops.knowledge import load
         from sparkops.postmortem import run
 
-        rep = run.postmortem(log_paths=tuple(log or [Path.cwd()]))
+        rep = run.postmortem(log_paths=tuple(log or [Path.cwd()]), kb=load())
         return emit(PostmortemResult(rep), fmt, as_json)

@@ -61,7 +61,9 @@ def register(thermal_app: typer.Typer) -> None:
         from sparkops.soak import run
 
         try:
-            rep = run.soak(minutes, str(python) if python else None, force=force, log_path=log,
+            from sparkops.knowledge import load
+
+            rep = run.soak(minutes, str(python) if python else None, force=force, log_path=log, kb=load(),
                            interval_s=interval, compare_path=compare, save_baseline=save_baseline)
         except InputError as exc:
             raise typer.BadParameter(str(exc)) from exc

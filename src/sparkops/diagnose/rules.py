@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from datetime import date
 from functools import cached_property, lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sparkops import knowledge
 from sparkops.diagnose.text import Limits
 from sparkops.knowledge import safe_load
 
@@ -399,15 +399,13 @@ def parse(data: object) -> SymptomKnowledge:
 @lru_cache(maxsize=1)
 def load() -> SymptomKnowledge:
     """The packaged symptoms.yaml (cached: immutable data, regexes compiled on first use)."""
-    text = resources.files("sparkops.knowledge").joinpath("symptoms.yaml").read_text(encoding="utf-8")
-    kb = parse(safe_load(text))
+    kb = knowledge.load_file("symptoms.yaml", SymptomKnowledge)
     return kb.model_copy(update={"learned": load_learned()}) if kb.scoring.decision == "learned" else kb
 
 
 def load_learned() -> LearnedModel:
     """The packaged learned decision layer (knowledge/diagnose_model.yaml)."""
-    text = resources.files("sparkops.knowledge").joinpath("diagnose_model.yaml").read_text(encoding="utf-8")
-    return LearnedModel.model_validate(safe_load(text))
+    return knowledge.load_file("diagnose_model.yaml", LearnedModel)
 
 
 def load_file(path: Path) -> SymptomKnowledge:

@@ -182,9 +182,10 @@ class SparkCollector(Collector):
             if self._scan is not None:
                 facts = self._scan()
             else:
+                from sparkops.probes import CollectOptions
                 from sparkops.probes import processes as proc_probe
 
-                facts = proc_probe.collect(None)
+                facts = proc_probe.collect(CollectOptions())  # the packaged bounds (heavy, deadline, D-state recheck)
             self._procs = (now, facts)
         return self._procs[1]
 

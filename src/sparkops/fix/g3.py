@@ -91,15 +91,15 @@ def in_container(env: Mapping[str, str], root: Path, proc_sys: Path) -> str | No
     return f"container markers: {', '.join(markers[:3])}" if markers else None
 
 
-def busy(kinds: Sequence[str]) -> list[str]:
-    """Training or serving processes now (the process scan's kinds)."""
+def busy(kinds: Sequence[str], kb: Any) -> list[str]:
+    """Training or serving processes now (the process scan's kinds), scanned and classified with ``kb``."""
     from sparkops.checks.processes import classify_all
-    from sparkops.probes import processes
+    from sparkops.probes import CollectOptions, processes
 
-    facts = processes.collect(None)
+    facts = processes.collect(CollectOptions(kb=kb))
     if not known(facts.processes):
         return []
-    classes = classify_all(facts.processes)  # type: ignore[arg-type]
+    classes = classify_all(facts.processes, kb)  # type: ignore[arg-type]
     return [f"{p.name} (pid {p.pid}, {classes[p.pid].kind})" for p in facts.processes  # type: ignore[union-attr]
             if classes[p.pid].kind in kinds]
 
@@ -108,14 +108,11 @@ def fix_g3(action: Action = "drop-caches", *, apply: bool = False, yes: bool = F
            confirm: Callable[[str], bool] | None = None, env: Mapping[str, str] | None = None,
            root: Path = Path("/"), proc_sys: Path = Path("/proc/sys"), euid: int | None = None,
            busy_fn: Callable[[], list[str]] | None = None, container_fn: Callable[[], str | None] | None = None,
-           kb: Any = None) -> FixResult:
-    """Drop the page cache or compact memory now, if every guard allows it."""
-    from sparkops import knowledge
-
+           kb: Any) -> FixResult:
+    """Drop the page cache or compact memory now, if every guard allows it. ``kb``: the loaded knowledge."""
     if action not in WRITES:
         raise ValueError(f"unknown action {action!r}")
     env = dict(os.environ) if env is None else env
-    kb = kb or knowledge.load()
     rel, value = WRITES[action]
     res = FixResult(action=action, status="dry-run", command=SHELL[action], before=snapshot(root))
     if not apply:
@@ -130,7 +127,7 @@ def fix_g3(action: Action = "drop-caches", *, apply: bool = False, yes: bool = F
         res.status, res.reason = "refused", f"needs root: sudo spark-ops fix G3 --apply ({SHELL[action]})"
         res.exit_code = 1
         return res
-    running = (busy_fn or (lambda: busy(kb.t("bandwidth.neighbour_kinds"))))()
+    running = (busy_fn or (lambda: busy(kb.thresholds.bandwidth.neighbour_kinds, kb)))()
     if running and not force:
         res.status = "refused"
         res.reason = (f"a training or serving process is running ({'; '.join(running[:4])}): do it between runs; "

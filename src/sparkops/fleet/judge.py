@@ -335,7 +335,7 @@ def check_thermal(nodes: list[FleetNode], kb: Knowledge, fk: FleetKnowledge) -> 
                             summary="no GPU temperature or clock reading on any rank")
     warns: list[str] = []
     odd: set[int] = set()
-    hot_c = float(kb.t("g4.hot_c"))
+    hot_c = kb.thresholds.g4.hot_c
     if temps:
         med = statistics.median(temps.values())
         for r, t in sorted(temps.items()):

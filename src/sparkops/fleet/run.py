@@ -198,11 +198,12 @@ def _collect_options(opts: FleetOptions, environ: dict[str, str]) -> Any:
     from sparkops.probes import CollectOptions
 
     kb = load_with_matrix(opts.matrix)
-    key = "setup.container_budget_s" if opts.container else "probes.budget_s"
-    budget = opts.budget_s if opts.budget_s is not None else float(kb.t(key))
+    th = kb.thresholds
+    budget = opts.budget_s if opts.budget_s is not None else (
+        th.setup.container_budget_s if opts.container else th.probes.budget_s)
     co = CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
                         config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
-                        env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0)
+                        env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0, kb=kb)
     if opts.container:
         co = setup.container_options(co, opts.container, kb.matrix)
     return co

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import date
 from functools import lru_cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sparkops.knowledge import safe_load
+from sparkops.knowledge import load_file
 
 
 class _Model(BaseModel):
@@ -76,5 +75,4 @@ class FleetKnowledge(_Model):
 @lru_cache(maxsize=1)
 def load_fleet() -> FleetKnowledge:
     """The packaged fleet knowledge (cached: immutable data)."""
-    text = resources.files("sparkops.knowledge").joinpath("fleet.yaml").read_text(encoding="utf-8")
-    return FleetKnowledge.model_validate(safe_load(text))
+    return load_file("fleet.yaml", FleetKnowledge)

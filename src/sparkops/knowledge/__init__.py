@@ -1,20 +1,25 @@
 """Knowledge as data: the gotcha catalog, thresholds, GPU profiles and the dated stack matrix.
 
-Every file carries ``version`` and ``last_verified``; numbers live here, not in checks. Files are
-read with a YAML safe loader and validated by pydantic, so a bad edit fails loudly at load.
+Every file carries ``version`` and ``last_verified``; numbers live here, not in checks. Every
+packaged file is read by one function, :func:`read` (YAML safe loader, cached, its header checked),
+and validated by its pydantic model through :func:`load_file`, so a bad edit fails loudly at load
+with the file and the key named. The tool loads :class:`Knowledge` once (a front end or ``api``
+calls :func:`load`) and passes it in; probes, checks and features take it as an argument.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import date
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sparkops.knowledge.thresholds import Thresholds
 
 
 class _Model(BaseModel):
@@ -97,9 +102,32 @@ class StackMatrix(_Model):
     bare_pip_sequence: list[str]
 
 
+class _File(_Model):
+    version: int
+    last_verified: date
+
+
+class GotchasFile(_File):
+    """``gotchas.yaml``."""
+
+    gotchas: list[Gotcha]
+
+
+class ThresholdsFile(_File):
+    """``thresholds.yaml``."""
+
+    thresholds: Thresholds
+
+
+class ProfilesFile(_File):
+    """``gpu_profiles.yaml``."""
+
+    profiles: list[Profile]
+
+
 class Knowledge(_Model):
     gotchas: dict[str, Gotcha]
-    thresholds: dict[str, Any]
+    thresholds: Thresholds
     profiles: list[Profile]
     matrix: StackMatrix
     catalog_version: int
@@ -112,12 +140,12 @@ class Knowledge(_Model):
         """The catalog entry of a sub-code (``G3.page-cache`` lives under ``G3``)."""
         return self.gotchas[code.split(".", 1)[0]].codes[code]
 
-    def t(self, key: str) -> Any:
-        """A threshold by dotted key, e.g. ``t("g3.os_reserve_gb")``."""
-        node: Any = self.thresholds
-        for part in key.split("."):
-            node = node[part]
-        return node
+    def with_thresholds(self, section: str, **values: Any) -> Knowledge:
+        """A copy with some numbers of one ``thresholds.yaml`` section replaced and validated (tests,
+        what-ifs); an unknown section or key fails as loading would."""
+        old = getattr(self.thresholds, section)
+        new = type(old).model_validate({**old.model_dump(), **values})
+        return self.model_copy(update={"thresholds": self.thresholds.model_copy(update={section: new})})
 
     def profile_for(self, gpu_name: str) -> Profile | None:
         """First profile with a pattern standing as a whole word in the name ("L4" is not "L40S",
@@ -138,8 +166,61 @@ def safe_load(text: str) -> Any:
     return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - a SafeLoader, never the full one
 
 
-def _read(name: str) -> Any:
-    return safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+class KnowledgeFileError(ValueError):
+    """A packaged knowledge file that does not load: a packaging bug, named by file and key."""
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _text(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def read(name: str) -> dict[str, Any]:
+    """A packaged knowledge file (``thresholds.yaml``...) as read: safe-loaded once and cached, its
+    ``version`` (an int) and ``last_verified`` (a date) checked, at the top or under the one
+    top-level section (``stack_matrix.yaml``'s ``matrix:``). Immutable data: callers copy before
+    changing it."""
+    try:
+        data = safe_load(_text(name))
+    except (OSError, yaml.YAMLError) as exc:
+        raise KnowledgeFileError(f"knowledge/{name}: cannot be read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise KnowledgeFileError(f"knowledge/{name}: not a mapping at the top")
+    head = data
+    if "version" not in data and len(data) == 1 and isinstance(next(iter(data.values())), dict):
+        head = next(iter(data.values()))
+    for key, kind in (("version", int), ("last_verified", date)):
+        if not isinstance(head.get(key), kind) or isinstance(head.get(key), bool):
+            raise KnowledgeFileError(f"knowledge/{name}: `{key}` missing or not a{'n int' if kind is int else ' date'}"
+                                     f" (got {head.get(key)!r})")
+    return data
+
+
+def validation_message(name: str, exc: ValidationError, prefix: str = "") -> str:
+    """``knowledge/<name>: <key path>: <what is wrong>`` for every error pydantic found."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        lines.append(f"knowledge/{name}: {loc or '(top)'}: {err['msg']}")
+    return "; ".join(lines)
+
+
+@cache
+def load_file(name: str, model: type[M], section: str | None = None) -> M:
+    """A packaged file (or its top-level ``section``) validated by ``model``, once. A misspelled or
+    missing key fails with :class:`KnowledgeFileError` naming the file and the key."""
+    data: Any = read(name)
+    if section is not None:
+        if section not in data:
+            raise KnowledgeFileError(f"knowledge/{name}: `{section}` missing")
+        data = data[section]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise KnowledgeFileError(validation_message(name, exc, section or "")) from exc
 
 
 def load_matrix_file(path: Path) -> StackMatrix:
@@ -160,27 +241,23 @@ def load_matrix_file(path: Path) -> StackMatrix:
         raise InputError(f"{path}: matrix.{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
 
-@lru_cache(maxsize=1)
 def engines_data() -> dict[str, Any]:
     """``engines.yaml`` as read (the serving engines' dated accounting). The planner validates it into
     its models; the G3 owner reads vLLM's default share from it. Cached: immutable data, read once."""
-    return _read("engines.yaml")
+    return read("engines.yaml")
 
 
 @lru_cache(maxsize=1)
 def load() -> Knowledge:
     """The packaged knowledge base (cached: it is immutable data)."""
-    g = _read("gotchas.yaml")
-    th = _read("thresholds.yaml")
-    pr = _read("gpu_profiles.yaml")
-    mx = _read("stack_matrix.yaml")
+    g = load_file("gotchas.yaml", GotchasFile)
     return Knowledge(
-        gotchas={e["id"]: Gotcha.model_validate(e) for e in g["gotchas"]},
-        thresholds=th["thresholds"],
-        profiles=[Profile.model_validate(p) for p in pr["profiles"]],
-        matrix=StackMatrix.model_validate(mx["matrix"]),
-        catalog_version=g["version"],
-        catalog_last_verified=g["last_verified"],
+        gotchas={e.id: e for e in g.gotchas},
+        thresholds=load_file("thresholds.yaml", ThresholdsFile).thresholds,
+        profiles=load_file("gpu_profiles.yaml", ProfilesFile).profiles,
+        matrix=load_file("stack_matrix.yaml", StackMatrix, "matrix"),
+        catalog_version=g.version,
+        catalog_last_verified=g.last_verified,
     )
 
 

@@ -302,10 +302,12 @@ def postmortem(
     cause with its G-number (thermal shutdown G4, OOM killer G3 with the victim and its size, the driver's
     out-of-memory wedge G3, hardware vs application Xids, kernel panic, an unclean end with no log), with
     the sources it could not read and why."""
+    from sparkops import api
     from sparkops.commands.postmortem import PostmortemResult
     from sparkops.postmortem import run
 
-    return PostmortemResult(run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())]))).data()
+    return PostmortemResult(run.postmortem(log_paths=tuple(_path(p) for p in log_paths or [str(Path.cwd())]),
+                                           kb=api.knowledge())).data()
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def default_log(now: datetime | None = None, cwd: Path | None = None) -> Path:
 
 
 def default_interval() -> float:
-    return float(knowledge.load().t("monitor.sampler_interval_s"))
+    return knowledge.load().thresholds.monitor.sampler_interval_s
 
 
 def _abs(log: Path | str) -> Path:
@@ -240,7 +240,7 @@ def start(log: Path | str, interval_s: float | None = None, *, fsync: bool = Tru
         proc = _run.detach(argv, err_path(log), env)
     except OSError as exc:
         return DaemonStatus(running=False, log=str(log), note=f"could not start the sampler: {exc}")
-    deadline = time.monotonic() + float(knowledge.load().t("monitor.sampler_start_timeout_s"))
+    deadline = time.monotonic() + knowledge.load().thresholds.monitor.sampler_start_timeout_s
     while time.monotonic() < deadline:
         code = proc.poll()
         owner = _pid_of(_read_pid_file(pid_path(log)))
@@ -292,7 +292,7 @@ def stop(log: Path | str) -> DaemonStatus:
     if data is None or pid is None:
         st = status(log)
         return st.model_copy(update={"note": "; ".join(x for x in (note, f"no sampler running for {log}") if x)})
-    timeout = float(knowledge.load().t("monitor.sampler_stop_timeout_s"))
+    timeout = knowledge.load().thresholds.monitor.sampler_stop_timeout_s
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGTERM)  # the daemon finishes its row and removes its pid file
     how = "stopped"

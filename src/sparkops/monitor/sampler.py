@@ -287,9 +287,9 @@ class Sampler:
         self.source = "nvidia-smi"
         self.gpu_name: str | None = None  # read once when NVML opens: the watch judges by the GPU's profile
         self._nvml_timeout = float(nvml_timeout_s if nvml_timeout_s is not None
-                                   else kb.t("monitor.sampler_nvml_timeout_s"))
-        self._smi_timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.t("monitor.sampler_smi_timeout_s"))
-        self._smi_retry_s = float(kb.t("monitor.sampler_smi_retry_s"))
+                                   else kb.thresholds.monitor.sampler_nvml_timeout_s)
+        self._smi_timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.thresholds.monitor.sampler_smi_timeout_s)
+        self._smi_retry_s = kb.thresholds.monitor.sampler_smi_retry_s
         self._smi_fields = list(SMI_FIELDS)
         self._smi_paused_until = 0.0
         self._worker: _Worker | None = None
@@ -298,7 +298,7 @@ class Sampler:
         self._handle: Any = None
         wanted = early.nvml_wanted(self.env) if use_nvml is None else use_nvml
         if wanted:
-            self._open_nvml(nvml_module, float(kb.t("probes.nvml_timeout_s")))
+            self._open_nvml(nvml_module, kb.thresholds.probes.nvml_timeout_s)
         else:
             self.notes.append(f"NVML not tried: {early.NO_NVML_ENV} is set" if use_nvml is None
                               else "NVML not tried (use_nvml=False)")
@@ -439,7 +439,7 @@ def _formatters() -> tuple[Callable[[], str], Callable[[Sample], str]]:
 
 def check_interval(interval_s: float) -> float:
     """The interval as a float; ValueError below ``monitor.sampler_min_interval_s`` (or not finite)."""
-    low = float(knowledge.load().t("monitor.sampler_min_interval_s"))
+    low = knowledge.load().thresholds.monitor.sampler_min_interval_s
     value = float(interval_s)
     if not math.isfinite(value) or value < low:
         raise ValueError(f"interval {interval_s!r} s is below the minimum of {low:g} s")

@@ -29,13 +29,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.monitor import csvlog
 from sparkops.monitor.events import Event, Sample
 from sparkops.probes import _run
+
+if TYPE_CHECKING:
+    from sparkops.knowledge.thresholds import Monitor
 
 PREFIX = "[spark-ops]"
 EXIT_NOT_FOUND = 127  # as a shell: command not found
@@ -80,16 +83,16 @@ class WatchResult(BaseModel):
 
 
 # --------------------------------------------------------------------------------------- settings
-def _t(key: str) -> float:
-    """A ``monitor.*`` number from thresholds.yaml."""
+def _monitor() -> Monitor:
+    """The ``monitor:`` section of thresholds.yaml (typed: ``sparkops.knowledge.thresholds.Monitor``)."""
     from sparkops import knowledge
 
-    return float(knowledge.load().t(f"monitor.{key}"))
+    return knowledge.load().thresholds.monitor
 
 
 def default_interval_s() -> float:
     """Seconds between samples when ``--interval`` is not given."""
-    return _t("watch_interval_s")
+    return _monitor().watch_interval_s
 
 
 def default_log_path(now: datetime | None = None) -> Path:
@@ -552,7 +555,7 @@ def watch(
     if not argv or not argv[0]:
         raise ValueError("watch needs a command: spark-ops watch [--interval S] [--log FILE] -- COMMAND...")
     interval = float(interval_s) if interval_s is not None else default_interval_s()
-    min_interval = _t("sampler_min_interval_s")  # the sampler's own cost sets the floor
+    min_interval = _monitor().sampler_min_interval_s  # the sampler's own cost sets the floor
     if not (math.isfinite(interval) and interval >= min_interval):
         raise ValueError(f"--interval must be at least {min_interval:g} s (got {interval_s})")
     o, e = _sinks(out if out is not None else sys.stdout, err if err is not None else sys.stderr)
@@ -569,8 +572,8 @@ def watch(
         detector_factory=detector_factory if detector_factory is not None else (
             (lambda: _default_detector(own)) if sampling_on else None),
         err=e, keep_series=plot_path is not None,
-        max_points=int(_t("watch_plot_max_points")))
-    forwarder = _Forwarder(e, _t("watch_kill_grace_s") if kill_grace_s is None else float(kill_grace_s))
+        max_points=int(_monitor().watch_plot_max_points))
+    forwarder = _Forwarder(e, _monitor().watch_kill_grace_s if kill_grace_s is None else float(kill_grace_s))
     child_env = dict(os.environ if env is None else env)
     # our pipes make a Python child block-buffer its prints; ask for them as they come, as on a terminal
     child_env.setdefault("PYTHONUNBUFFERED", "1")
@@ -598,7 +601,7 @@ def watch(
             notes.append("the command left processes holding its output open; their output is no longer shown")
     finally:
         forwarder.restore()
-        joined = sampling.join(_t("watch_stop_timeout_s")) if started and sampling_on else True
+        joined = sampling.join(_monitor().watch_stop_timeout_s) if started and sampling_on else True
         if not joined:
             notes.append("the sampler did not stop in time; the last events may be missing")
         if log_file is not None:
@@ -681,7 +684,7 @@ def _run_child(proc: subprocess.Popen[bytes], o: _Sink, e: _Sink) -> tuple[int, 
         t.start()
         copiers.append(t)
     rc = _wait(proc)
-    drain = _t("watch_drain_timeout_s")
+    drain = _monitor().watch_drain_timeout_s
     deadline = time.monotonic() + drain
     for t in copiers:  # a background process the command left may hold the pipe open
         t.join(max(0.0, deadline - time.monotonic()))

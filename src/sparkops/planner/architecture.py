@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -136,10 +135,9 @@ class _CatalogFile(_Strict):
 
 @lru_cache(maxsize=1)
 def _catalog_file() -> _CatalogFile:
-    from sparkops.knowledge import safe_load
+    from sparkops.knowledge import load_file
 
-    text = resources.files("sparkops.knowledge").joinpath("models.yaml").read_text(encoding="utf-8")
-    return _CatalogFile.model_validate(safe_load(text))
+    return load_file("models.yaml", _CatalogFile)
 
 
 def load_catalog() -> list[CatalogEntry]:

@@ -121,7 +121,7 @@ def budget_from_target(target: str, kb: Knowledge) -> Budget:
     if prof is None or prof.typical_available_gb is None:
         known = ["dgx-spark"] + [p.key for p in kb.profiles if p.typical_available_gb is not None and p.key != "gb10"]
         raise PlanInputError(f"no planning budget for target {target!r}; known targets: {', '.join(known)}")
-    reserve = float(kb.t("g3.os_reserve_gb")) * GIB / GB if prof.unified_memory else 0.0
+    reserve = kb.thresholds.g3.os_reserve_gb * GIB / GB if prof.unified_memory else 0.0
     gb = round(prof.typical_available_gb - reserve, 1)
     what = "typical MemAvailable of an idle box minus the OS/driver reserve" if prof.unified_memory \
         else "device memory of an idle GPU"
@@ -179,7 +179,7 @@ def _largest(lo: int, hi: int, ok: Any) -> int | None:
 
 def plan(arch: ModelArch, run: RunSpec, budget: Budget, kb: Knowledge, *, assumed: str | None = None) -> PlanResult:
     pk = planner_knowledge()
-    margin = float(kb.t("g3.fit_margin_fraction"))
+    margin = kb.thresholds.g3.fit_margin_fraction
     est = estimate(arch, run, pk)
     peak = _pool(est, budget.unified)
     verdict = _verdict(peak, budget.gb, margin)

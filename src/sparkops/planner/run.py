@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from datetime import date
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.core.errors import InputError
 
@@ -107,11 +105,9 @@ class PlannerKnowledge(_M):
 
 @lru_cache(maxsize=1)
 def planner_knowledge() -> PlannerKnowledge:
-    text = resources.files("sparkops.knowledge").joinpath("planner.yaml").read_text(encoding="utf-8")
-    try:
-        return PlannerKnowledge.model_validate(yaml.safe_load(text))
-    except ValidationError as e:  # a packaging bug, not user input: fail loudly
-        raise RuntimeError(f"knowledge/planner.yaml is invalid: {e}") from e
+    from sparkops.knowledge import load_file
+
+    return load_file("planner.yaml", PlannerKnowledge)  # a packaging bug fails loudly, naming file and key
 
 
 class LoraSpec(_M):

@@ -136,10 +136,17 @@ def own_log_tail(rows: Sequence[Mapping[str, Any]], hot_c: float) -> dict[str, A
             "hot": max(v for _, v in tail) >= hot_c}
 
 
+# the causes whose fix is data (knowledge/xid.yaml `fixes:`); "G3.oom" serves the three OOM killers,
+# "xid.application" an application, driver or unknown Xid before an unclean end
+FIX_KEYS = frozenset({"G4.thermal_shutdown", "panic", "xid.hardware", "G3.oom", "G3.driver_wedge", "xid.application",
+                      "G4.suspected", "unclean_end"})
+
+
 def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool,
-            own: dict[str, Any] | None) -> Cause:
+            own: dict[str, Any] | None, fixes: Mapping[str, str]) -> Cause:
     """The cause, by weight. ``unclean``: last -x says the boot ended without a shutdown record
-    (True), with one (False), or nobody knows (None). ``log_read``: any previous-boot log was read."""
+    (True), with one (False), or nobody knows (None). ``log_read``: any previous-boot log was read.
+    ``fixes``: the fix each cause names (``knowledge/xid.yaml`` ``fixes:``, keys :data:`FIX_KEYS`)."""
     codes = [f.code for f in findings]
 
     def first(code: str) -> Finding:
@@ -149,23 +156,21 @@ def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool
         f = first("G4.thermal_shutdown")
         return Cause(code="G4.thermal_shutdown", gotcha="G4", confidence="certain",
                      summary=f"the kernel shut the machine down for heat ({f.time or 'time not logged'}): {f.line[-160:]}",
-                     fix="G4: improve airflow (clearance, dust, ambient), cap run length; check with `spark-ops "
-                         "thermal soak` before long runs")
+                     fix=fixes["G4.thermal_shutdown"])
     if "panic" in codes:
         panics = [f for f in findings if f.code == "panic"]
         f = next((p for p in panics if "Kernel panic" in p.line), panics[0])
         return Cause(code="panic", gotcha=None, confidence="certain",
                      summary=f"kernel panic or lockup ({f.time or 'time not logged'}): {f.line[-160:]} — none of "
                              "the ten gotchas",
-                     fix="keep the pstore records and the journal; update the DGX OS kernel/driver; report it with "
-                         "`nvidia-bug-report.sh`")
+                     fix=fixes["panic"])
     hw = [f for f in findings if f.code == "xid.hardware"]
     if hw:
         nums = sorted({f.values["xid"] for f in hw})
         return Cause(code="xid.hardware", gotcha=None, confidence="likely",
                      summary=f"hardware Xid {', '.join(map(str, nums))} ({hw[0].values['name']}) from "
                              f"{hw[0].time or 'an unlogged time'} — none of the ten gotchas",
-                     fix="run NVIDIA's field diagnostics (partnerdiag --field); a failing hardware test means RMA")
+                     fix=fixes["xid.hardware"])
     oom = [f for f in findings if f.code in ("G3.host_oom", "G3.cgroup_oom", "G3.userspace_oom")]
     if oom:
         f = oom[-1]
@@ -177,8 +182,7 @@ def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool
         return Cause(code=f.code, gotcha="G3", confidence="certain",
                      summary=f"{kind} killed {who} at {f.time or 'an unlogged time'}"
                              + (f"; {len(oom)} kills in all" if len(oom) > 1 else ""),
-                     fix="G3: drop the page cache between runs, lower the server's memory cap or the batch, and "
-                         "check for other heavy processes (G6) before the next run")
+                     fix=fixes["G3.oom"])
     nomem = [f for f in findings if f.code == "G3.driver_no_memory"]
     orderly = "orderly_end" in codes or unclean is False
     if nomem and not orderly:
@@ -186,8 +190,7 @@ def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool
                      summary=f"the GPU driver failed {len(nomem)} allocation(s) for lack of memory (NV_ERR_NO_MEMORY, "
                              f"last at {nomem[-1].time or 'an unlogged time'}) and the log then stops with no "
                              "shutdown: the GB10 host wedge under unified-memory pressure",
-                     fix="G3: power-cycle; next time keep more headroom (lower --gpu-memory-utilization, drop the "
-                         "page cache first) and run `spark-ops preflight` before loading")
+                     fix=fixes["G3.driver_wedge"])
     xapp = [f for f in findings if f.code in ("xid.application", "xid.driver", "xid.unknown")]
     if orderly:
         extra = ""
@@ -203,7 +206,7 @@ def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool
         return Cause(code=f.code, gotcha=None, confidence="likely",
                      summary=f"Xid {f.values['xid']} ({f.values['name']}) for {f.values.get('process') or 'a process'} "
                              "— an application or driver error, none of the ten gotchas; the boot then ended with no "
-                             "shutdown record", fix="look at the program that ran (and the driver version)")
+                             "shutdown record", fix=fixes["xid.application"])
     if unclean or (log_read and unclean is None):
         if own and own.get("hot"):
             return Cause(code="G4.suspected", gotcha="G4", confidence="suspected",
@@ -211,12 +214,10 @@ def verdict(findings: Sequence[Finding], *, unclean: bool | None, log_read: bool
                                  f"log ends hot ({own['last_temperature_c']:g} C, max {own['max_temperature_c']:g} C"
                                  + (f", {own['last_power_w']:g} W" if own.get("last_power_w") is not None else "")
                                  + f" at {own['last_timestamp']}): a thermal or power cut-off",
-                         fix="G4: check airflow and the power supply; run `spark-ops thermal soak`; if it recurs "
-                             "cool, NVIDIA's field diagnostics")
+                         fix=fixes["G4.suspected"])
         return Cause(code="unclean_end", gotcha=None, confidence="suspected",
                      summary="the boot ended with no shutdown record and no error in the logs read: power loss, "
                              "firmware or hardware" + ("" if own else " (no sampler log of this tool to tell heat)"),
-                     fix="check the power supply/cable; run NVIDIA's field diagnostics; keep `spark-ops thermal start` "
-                         "running to catch the next one")
+                     fix=fixes["unclean_end"])
     return Cause(code="unknown", gotcha=None, confidence="unknown",
                  summary="nothing readable says how the previous boot ended (see the sources)")

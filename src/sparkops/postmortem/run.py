@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sparkops.postmortem import classify, collect
 from sparkops.postmortem.classify import Cause, Finding
@@ -41,14 +42,45 @@ class PostmortemReport(BaseModel):
     exit_code: int = 0
 
 
+class XidEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["application", "driver", "hardware"]  # the finding's code is xid.<kind>
+    name: str
+
+
+class XidFile(BaseModel):
+    """``knowledge/xid.yaml``: the Xid numbers postmortem names, and the fix each cause names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int
+    last_verified: date
+    source: str
+    xids: dict[int, XidEntry]
+    fixes: dict[str, str]
+
+    @field_validator("fixes")
+    @classmethod
+    def _every_cause(cls, v: dict[str, str]) -> dict[str, str]:
+        if set(v) != classify.FIX_KEYS:
+            missing, unknown = sorted(classify.FIX_KEYS - set(v)), sorted(set(v) - classify.FIX_KEYS)
+            raise ValueError(f"want exactly the causes {sorted(classify.FIX_KEYS)}; missing {missing}, unknown {unknown}")
+        return v
+
+
 @lru_cache(maxsize=1)
 def xid_table() -> dict[int, dict[str, str]]:
-    from importlib import resources
+    from sparkops.knowledge import load_file
 
-    from sparkops.knowledge import safe_load
+    return {k: v.model_dump() for k, v in load_file("xid.yaml", XidFile).xids.items()}
 
-    data = safe_load(resources.files("sparkops.knowledge").joinpath("xid.yaml").read_text(encoding="utf-8"))
-    return {int(k): dict(v) for k, v in data["xids"].items()}
+
+def cause_fixes() -> dict[str, str]:
+    """The fix each postmortem cause names (``knowledge/xid.yaml`` ``fixes:``)."""
+    from sparkops.knowledge import load_file
+
+    return load_file("xid.yaml", XidFile).fixes
 
 
 def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemReport:
@@ -88,7 +120,8 @@ def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemR
             if own is not None:
                 own["log"] = s.path
                 break
-    cause = classify.verdict(findings, unclean=unclean, log_read=journal_read or kern_read, own=own)
+    cause = classify.verdict(findings, unclean=unclean, log_read=journal_read or kern_read, own=own,
+                             fixes=cause_fixes())
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.code] = counts.get(f.code, 0) + 1
@@ -102,12 +135,9 @@ def judge(sources: Sequence[collect.Source], hot_c: float = 85.0) -> PostmortemR
 
 
 def postmortem(env: Mapping[str, str] | None = None, root: Path = Path("/"),
-               log_paths: Sequence[Path] = (Path.cwd(),)) -> PostmortemReport:
-    """Collect and judge now (read-only, bounded)."""
-    from sparkops import knowledge
-
-    hot = float(knowledge.load().t("g4.hot_c"))
-    return judge(collect.gather(env, root, log_paths), hot)
+               log_paths: Sequence[Path] = (Path.cwd(),), *, kb: Any) -> PostmortemReport:
+    """Collect and judge now (read-only, bounded), against ``kb`` (the loaded knowledge: G4's hot_c)."""
+    return judge(collect.gather(env, root, log_paths), kb.thresholds.g4.hot_c)
 
 
 def render(rep: PostmortemReport) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # this package stays light: target_launch starts children before pydantic loads
     from sparkops.facts.model import Facts
+    from sparkops.knowledge import Knowledge
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,17 @@ class CollectOptions:
     container_engine: str = ""  # docker | podman; "" = the first on PATH (sparkops.probes.engine.choose)
     # G5: after the probes, measure device memory bandwidth in the target (sparkops.bandwidth; opt-in, intrusive)
     measure_bandwidth: bool = False
+    # the knowledge the probes take their bounds and word lists from, loaded once by the caller (api);
+    # None: the packaged one, loaded (once, cached) by the first probe that asks
+    kb: Knowledge | None = field(default=None, compare=False, repr=False)
+
+    def knowledge(self) -> Knowledge:
+        """The knowledge passed in, else the packaged one. Probes ask here, never ``load()`` themselves."""
+        if self.kb is not None:
+            return self.kb
+        from sparkops.knowledge import load
+
+        return load()
 
 
 PROBES: dict[str, str] = {  # section -> module; the target interpreter first: it is the slowest

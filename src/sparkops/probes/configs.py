@@ -40,6 +40,7 @@ import yaml
 
 from sparkops.facts.model import ConfigHit, ConfigJob, ConfigScanFacts, ConfigSkip
 from sparkops.facts.reading import Why
+from sparkops.knowledge import Knowledge
 from sparkops.knowledge import load as load_kb
 
 try:  # Python 3.11+
@@ -116,11 +117,11 @@ class Limits:
     not_config_names: frozenset[str] = frozenset()
 
     @classmethod
-    def from_kb(cls) -> Limits:
-        t = load_kb().t
-        return cls(int(t("g10.max_files")), int(t("g10.max_file_bytes")), int(t("g10.max_depth")),
-                   float(t("g10.time_budget_s")), frozenset(t("g10.ignore_dirs")), frozenset(t("g10.tool_json_keys")),
-                   frozenset(n.lower() for n in t("g10.not_config_names")))
+    def from_kb(cls, kb: Knowledge | None = None) -> Limits:
+        """From ``kb`` (the one the caller loaded), else the packaged knowledge (direct library callers)."""
+        g10 = (kb or load_kb()).thresholds.g10
+        return cls(g10.max_files, g10.max_file_bytes, g10.max_depth, g10.time_budget_s, frozenset(g10.ignore_dirs),
+                   frozenset(g10.tool_json_keys), frozenset(n.lower() for n in g10.not_config_names))
 
 
 @dataclass
@@ -976,9 +977,10 @@ def scan_paths(roots: Iterable[Path], limits: Limits | None = None, *, default_s
 def collect(opts) -> ConfigScanFacts:
     """The configs section for the runner: ``opts.config_paths``, or the working directory's own files."""
     roots = list(opts.config_paths)
+    limits = Limits.from_kb(opts.knowledge())
     if not roots:
-        return scan_paths([Path.cwd()], default_scope=True)
-    return scan_paths(roots)
+        return scan_paths([Path.cwd()], limits, default_scope=True)
+    return scan_paths(roots, limits)
 
 
 def unavailable(why: Why, detail: str) -> ConfigScanFacts:

@@ -149,10 +149,8 @@ def cudart_fields(res: _run.RunResult, soname: str = CUDART_SONAME) -> dict[str,
 
 
 def collect(opts: Any) -> CudaLibFacts:
-    from sparkops.knowledge import load
-
     env: Mapping[str, str] = opts.env
-    timeout_s = float(load().t("probes.subprocess_timeout_s"))
+    timeout_s = opts.knowledge().thresholds.probes.subprocess_timeout_s
     tool = find_cuobjdump(env)
     return CudaLibFacts(
         ldconfig=read_ldconfig(env, timeout_s),

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 
-from sparkops import knowledge
 from sparkops.facts.model import GpuDevice, GpuFacts
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.probes import CollectOptions, early, nvidia_smi, nvml
@@ -101,17 +100,17 @@ def collect(
 ) -> GpuFacts:
     """The ``gpu`` section. Never raises; each fallback says why it was needed."""
     window = max(0.0, float(opts.counter_window_s))
-    kb = knowledge.load()
+    kb = opts.knowledge()
     started = time.monotonic()
     if _nvml_wanted(opts, use_nvml):
-        got = _bounded(lambda: from_nvml(nvml_module, window, sleep), float(kb.t("probes.nvml_timeout_s")))
+        got = _bounded(lambda: from_nvml(nvml_module, window, sleep), kb.thresholds.probes.nvml_timeout_s)
         if isinstance(got, GpuFacts):
             return got
         nvml_error = got
     else:
         nvml_error = f"NVML not tried: {NO_NVML_ENV} is set" if use_nvml is None else "NVML not tried (use_nvml=False)"
-    timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.t("probes.subprocess_timeout_s"))
-    left = min(float(kb.t("probes.budget_s")), float(opts.budget_s)) - (time.monotonic() - started) - 1.0
+    timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.thresholds.probes.subprocess_timeout_s)
+    left = min(kb.thresholds.probes.budget_s, float(opts.budget_s)) - (time.monotonic() - started) - 1.0
     budget = max(timeout, left)
     facts = nvidia_smi.collect(opts.env, timeout_s=timeout, budget_s=budget, counter_window_s=window, sleep=sleep)
     return facts.model_copy(update={"nvml_error": nvml_error[:500]})

@@ -29,7 +29,6 @@ from sparkops.facts.model import PlaybookIssue, PlaybookIssuesFacts
 from sparkops.facts.reading import Why, missing
 from sparkops.facts.redact import redact_text
 from sparkops.facts.snapshot import write_atomic
-from sparkops.knowledge import load as load_kb
 from sparkops.probes._run import run, which
 
 SECTION = "playbooks"
@@ -339,9 +338,9 @@ def fetch(env: Mapping[str, str], cache_dir: Path, offline: bool, timeout_s: flo
 
 def collect(opts) -> PlaybookIssuesFacts:
     """The playbooks section for the runner."""
-    kb = load_kb()
+    kb = opts.knowledge()
     cache_dir = opts.cache_dir or default_cache_dir(opts.env)
-    return fetch(opts.env, Path(cache_dir), opts.offline, float(kb.t("g8.timeout_s")), float(kb.t("g8.cache_ttl_s")))
+    return fetch(opts.env, Path(cache_dir), opts.offline, kb.thresholds.g8.timeout_s, kb.thresholds.g8.cache_ttl_s)
 
 
 def unavailable(why: Why, detail: str) -> PlaybookIssuesFacts:

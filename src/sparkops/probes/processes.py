@@ -78,17 +78,17 @@ def collect(opts) -> ProcessFacts:
     """The process section for the runner (live psutil scan)."""
     import psutil
 
-    kb = load_kb()
-    heavy = int(float(kb.t("g6.heavy_neighbour_gb")) * 1024**3)
-    deadline = time.monotonic() + float(kb.t("probes.subprocess_timeout_s"))
-    words = tuple(kb.t("probes.process_record_words"))
+    kb = opts.knowledge()
+    heavy = int(kb.thresholds.g6.heavy_neighbour_gb * 1024**3)
+    deadline = time.monotonic() + kb.thresholds.probes.subprocess_timeout_s
+    words = tuple(kb.thresholds.probes.process_record_words)
     attrs = ["pid", "ppid", "name", "exe", "cmdline", "status", "memory_info"]
     try:
         infos = (p.info for p in psutil.process_iter(attrs, ad_value=None))
         facts = scan(infos, os.getpid(), heavy, words, deadline)
     except (psutil.Error, OSError) as exc:
         return unavailable(Why.error, f"process scan failed: {exc}")
-    return recheck_disk_sleep(facts, float(kb.t("g6.dstate_recheck_s")), _status_of, heavy, words)
+    return recheck_disk_sleep(facts, kb.thresholds.g6.dstate_recheck_s, _status_of, heavy, words)
 
 
 def _status_of(pid: int) -> str | None:
@@ -109,7 +109,7 @@ def recheck_disk_sleep(facts: ProcessFacts, wait_s: float, status_of, heavy_byte
     if not isinstance(procs, list) or not any(p.state == "disk-sleep" for p in procs):
         return facts
     sleep(wait_s)
-    words = tuple(w.lower() for w in (words if words is not None else load_kb().t("probes.process_record_words")))
+    words = tuple(w.lower() for w in (words if words is not None else load_kb().thresholds.probes.process_record_words))
     kept: list[HostProcess] = []
     for p in procs:
         if p.state == "disk-sleep":

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -28,6 +28,9 @@ from sparkops.facts.model import ExtensionNeeds, PythonEnvFacts, TargetEnvFacts,
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.probes import _run, elf, engine, target_launch
 from sparkops.probes._target_script import RESULT_MARKER, STAGE_MARKER
+
+if TYPE_CHECKING:
+    from sparkops.knowledge import Knowledge
 
 SECTION = "target"
 SCRIPT = target_launch.SCRIPT
@@ -45,17 +48,21 @@ class Limits:
     live_timeout_s: float
     elf_max_files: int
     elf_budget_s: float
+    # distributions whose extensions are read for sm_121a code (g7.kernel_packages); None: the packaged list
+    kernel_packages: frozenset[str] | None = None
 
     @classmethod
-    def from_kb(cls) -> Limits:
+    def from_kb(cls, kb: Knowledge | None = None) -> Limits:
+        """From ``kb`` (the one the caller loaded), else the packaged knowledge (direct library callers)."""
         from sparkops.knowledge import load
 
-        kb = load()
+        kb = kb or load()
         return cls(
-            quick_timeout_s=float(kb.t("probes.target_quick_timeout_s")),
-            live_timeout_s=float(kb.t("probes.target_live_timeout_s")),
-            elf_max_files=int(kb.t("probes.elf_max_files")),
-            elf_budget_s=float(kb.t("probes.elf_budget_s")),
+            quick_timeout_s=kb.thresholds.probes.target_quick_timeout_s,
+            live_timeout_s=kb.thresholds.probes.target_live_timeout_s,
+            elf_max_files=kb.thresholds.probes.elf_max_files,
+            elf_budget_s=kb.thresholds.probes.elf_budget_s,
+            kernel_packages=frozenset(kb.thresholds.g7.kernel_packages),
         )
 
     def within(self, budget_s: float, margin_s: float = 1.0) -> Limits:
@@ -64,7 +71,7 @@ class Limits:
             return self
         cap = max(1.0, budget_s - margin_s)
         return Limits(min(self.quick_timeout_s, cap), min(self.live_timeout_s, cap), self.elf_max_files,
-                      min(self.elf_budget_s, cap))
+                      min(self.elf_budget_s, cap), self.kernel_packages)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -85,9 +92,9 @@ def collect(opts: Any) -> TargetEnvFacts:
     ref = opts.container_ref
     if ref:
         return inspect_container(opts.container_image or ref, ref, opts.python, opts.env,
-                                 depth=opts.depth, limits=ContainerLimits.from_kb().within(budget),
+                                 depth=opts.depth, limits=ContainerLimits.from_kb(opts.knowledge()).within(budget),
                                  engine_name=getattr(opts, "container_engine", "") or None)
-    return inspect_target(opts.python, opts.env, depth=opts.depth, limits=Limits.from_kb().within(budget))
+    return inspect_target(opts.python, opts.env, depth=opts.depth, limits=Limits.from_kb(opts.knowledge()).within(budget))
 
 
 def inspect_target(
@@ -137,12 +144,13 @@ class ContainerLimits:
     live_timeout_s: float
 
     @classmethod
-    def from_kb(cls) -> ContainerLimits:
+    def from_kb(cls, kb: Knowledge | None = None) -> ContainerLimits:
+        """From ``kb`` (the one the caller loaded), else the packaged knowledge (direct library callers)."""
         from sparkops.knowledge import load
 
-        kb = load()
-        return cls(float(kb.t("setup.container_inspect_timeout_s")), float(kb.t("setup.container_quick_timeout_s")),
-                   float(kb.t("setup.container_live_timeout_s")))
+        kb = kb or load()
+        return cls(kb.thresholds.setup.container_inspect_timeout_s, kb.thresholds.setup.container_quick_timeout_s,
+                   kb.thresholds.setup.container_live_timeout_s)
 
     def within(self, budget_s: float, margin_s: float = 1.0) -> ContainerLimits:
         """Each bound cut to end ``margin_s`` before ``budget_s`` (0: no cut)."""
@@ -342,9 +350,11 @@ def facts_from_quick(payload: Mapping[str, Any], limits: Limits, scan: bool = Tr
     if not scan:
         ext, truncated = missing(Why.not_collected, "not scanned: the extension modules are inside the container"), False
     elif isinstance(sources, dict):
-        from sparkops.knowledge import load
+        kernel_packages = limits.kernel_packages
+        if kernel_packages is None:
+            from sparkops.knowledge import load
 
-        kernel_packages = frozenset(load().t("g7.kernel_packages"))
+            kernel_packages = frozenset(load().thresholds.g7.kernel_packages)
         extensions, truncated = scan_extensions(sources, limits.elf_max_files, limits.elf_budget_s, kernel_packages)
         ext: list[ExtensionNeeds] | Unavailable = extensions
     else:

@@ -59,10 +59,7 @@ class SoakReport(BaseModel):
 
 
 def thresholds(kb: Any) -> dict[str, float]:
-    return {k: float(kb.t(f"soak.{k}")) for k in (
-        "preroll_s", "cooldown_s", "start_timeout_s", "stop_grace_s", "max_minutes", "max_matrix_bytes",
-        "ramp_fraction", "tflops_drop_fraction", "clock_drop_fraction", "power_drop_fraction", "temp_rise_c",
-        "cv_rise_pct", "interval_s")}
+    return {k: float(v) for k, v in kb.thresholds.soak.model_dump().items()}
 
 
 def _cap(kb: Any, gpu_name: str | None) -> tuple[float | None, str, str]:
@@ -102,13 +99,12 @@ def _default_assess(python: str | None, env: Mapping[str, str], kb: Any) -> tupl
     """The bandwidth measurement's refusal rules (other GPU jobs, short memory) on a quick collection."""
     from sparkops.bandwidth import refusal
     from sparkops.bandwidth.report import COLLECT_PROBES
-    from sparkops.knowledge.bandwidth import BandwidthSettings
     from sparkops.probes import CollectOptions, collect_snapshot
 
     opts = CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
-                          counter_window_s=0.1, budget_s=float(kb.t("probes.budget_s")))
+                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
     facts = collect_snapshot(opts)
-    a = refusal.assess(facts, kb, BandwidthSettings.from_kb(kb), own_pids={os.getpid()})
+    a = refusal.assess(facts, kb, kb.thresholds.bandwidth, own_pids={os.getpid()})
     return list(a.reasons), None
 
 
@@ -183,16 +179,15 @@ def _rel(epoch: float | None, first_stamp: float | None) -> float | None:
 
 def soak(minutes: float, python: str | None = None, *, force: bool = False, log_path: Path | None = None,
          interval_s: float | None = None, compare_path: Path | None = None, save_baseline: Path | None = None,
-         env: Mapping[str, str] | None = None, kb: Any = None, sampler: Any = None,
+         env: Mapping[str, str] | None = None, kb: Any, sampler: Any = None,
          assess: Callable[[str | None, Mapping[str, str], Any], tuple[list[str], str | None]] | None = None,
          on_row: Callable[[Sample], None] | None = None) -> SoakReport:
-    """Run the soak now. ``sampler``/``assess`` are injectable (tests); bad input raises InputError."""
-    from sparkops import knowledge
+    """Run the soak now against ``kb`` (the loaded knowledge). ``sampler``/``assess`` are injectable (tests);
+    bad input raises InputError."""
     from sparkops.monitor import analyze
     from sparkops.monitor.sampler import Sampler, run_sampling
     from sparkops.probes import target_launch
 
-    kb = kb or knowledge.load()
     th = thresholds(kb)
     env = dict(os.environ) if env is None else dict(env)
     if not 0 < minutes <= th["max_minutes"]:
