@@ -233,6 +233,9 @@ def main() -> int:
         f"- command: `python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}`; "
         f"{time.monotonic() - started:.0f} s in all",
         f"- {args.runs} interleaved rounds after one first run of each row; fresh process each; wall seconds",
+        "- bytecode: " + ("NOT written (PYTHONDONTWRITEBYTECODE / -B): every run compiles the modules it imports from "
+                          "source unless they were byte-compiled beforehand (python -m compileall), as pip does at "
+                          "install" if sys.flags.dont_write_bytecode else "written and reused after the first run"),
         f"- one more preflight --quick (lines): {used}",
         "", "## Goals (issue 23)", "", "| goal | target | measured | result |", "|---|---|---|---|",
     ]
