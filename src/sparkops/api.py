@@ -42,16 +42,10 @@ def collect_options(*, quick: bool = False, python: str | Path | None = None, co
     (``setup.container_budget_s`` with a ``container``: starting one costs seconds); GPU counters
     watched 0.1 s when ``quick``, 1 s in full (hidden behind the torch import); ``engine`` docker |
     podman | None (the first on PATH). The container itself is resolved by :func:`preflight` & co."""
-    from sparkops.core.errors import InputError
+    from sparkops.probes import live_options
 
-    if engine is not None and engine not in ("docker", "podman"):
-        raise InputError(f"--engine {engine}: docker or podman")
-    if budget_s is None:
-        th = (kb or load()).thresholds  # a container start costs seconds
-        budget_s = th.setup.container_budget_s if container else th.probes.budget_s
-    return CollectOptions(depth="quick" if quick else "full", python=str(python) if python is not None else None,
-                          config_paths=tuple(config_paths), offline=offline, budget_s=float(budget_s),
-                          counter_window_s=0.1 if quick else 1.0, container_engine=engine or "", kb=kb)
+    return live_options(quick=quick, python=python, config_paths=config_paths, offline=offline, budget_s=budget_s,
+                        container=bool(container), engine=engine, kb=kb)
 
 
 def container_options(opts: CollectOptions | None, image: str, kb: Knowledge | None = None,

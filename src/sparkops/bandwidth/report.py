@@ -121,11 +121,11 @@ def bandwidth(python: str | None = None, size_bytes: int | None = None, force: b
     import os
 
     from sparkops import setup
-    from sparkops.probes import CollectOptions, collect_snapshot
+    from sparkops.probes import collect_snapshot, live_options
 
     env = dict(os.environ) if env is None else dict(env)
-    opts = CollectOptions(depth="quick", python=python, offline=True, env=env, only=COLLECT_PROBES,
-                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
+    # the probes' budget even with a container: only the host probes run before the measurement
+    opts = live_options(quick=True, python=python, offline=True, env=env, only=COLLECT_PROBES, kb=kb)
     if container:
         opts = setup.container_options(opts, container, kb.matrix)
     facts = collect_snapshot(opts)

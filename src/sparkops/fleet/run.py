@@ -195,15 +195,12 @@ class StallGuard:
 def _collect_options(opts: FleetOptions, environ: dict[str, str]) -> Any:
     from sparkops import setup
     from sparkops.knowledge import load_with_matrix
-    from sparkops.probes import CollectOptions
+    from sparkops.probes import live_options
 
     kb = load_with_matrix(opts.matrix)
-    th = kb.thresholds
-    budget = opts.budget_s if opts.budget_s is not None else (
-        th.setup.container_budget_s if opts.container else th.probes.budget_s)
-    co = CollectOptions(depth=opts.depth, python=opts.python or sys.executable,
-                        config_paths=opts.config_paths, offline=opts.offline, budget_s=budget,
-                        env=dict(environ), counter_window_s=0.1 if opts.depth == "quick" else 1.0, kb=kb)
+    co = live_options(quick=opts.depth == "quick", python=opts.python or sys.executable,
+                      config_paths=opts.config_paths, offline=opts.offline, budget_s=opts.budget_s,
+                      container=bool(opts.container), env=environ, kb=kb)
     if opts.container:
         co = setup.container_options(co, opts.container, kb.matrix)
     return co

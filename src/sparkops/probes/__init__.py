@@ -12,7 +12,7 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,6 +55,29 @@ class CollectOptions:
         from sparkops.knowledge import load
 
         return load()
+
+
+def live_options(*, quick: bool = False, python: str | Path | None = None, config_paths: Iterable[Path] = (),
+                 offline: bool = False, budget_s: float | None = None, container: bool = False,
+                 engine: str | None = None, env: Mapping[str, str] | None = None, only: tuple[str, ...] = (),
+                 kb: Knowledge | None = None) -> CollectOptions:
+    """A live collection with the tool's defaults, the one place for them (the CLI, the MCP tools,
+    fleet, soak and bandwidth build theirs here). ``budget_s`` None: thresholds.yaml's whole-collection
+    deadline (``setup.container_budget_s`` when the target runs in a ``container``: starting one costs
+    seconds); GPU counters watched 0.1 s when ``quick``, 1 s in full (hidden behind the torch import);
+    ``engine`` docker | podman | None (the first on PATH). The image itself is resolved by the caller."""
+    if engine is not None and engine not in ("docker", "podman"):
+        from sparkops.core.errors import InputError
+
+        raise InputError(f"--engine {engine}: docker or podman")
+    base = CollectOptions(kb=kb)
+    if budget_s is None:
+        th = base.knowledge().thresholds
+        budget_s = th.setup.container_budget_s if container else th.probes.budget_s
+    return CollectOptions(depth="quick" if quick else "full", python=str(python) if python is not None else None,
+                          config_paths=tuple(config_paths), offline=offline, budget_s=float(budget_s),
+                          env=dict(os.environ) if env is None else dict(env), only=tuple(only),
+                          counter_window_s=0.1 if quick else 1.0, container_engine=engine or "", kb=kb)
 
 
 PROBES: dict[str, str] = {  # section -> module; the target interpreter first: it is the slowest

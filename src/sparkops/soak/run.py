@@ -99,10 +99,9 @@ def _default_assess(python: str | None, env: Mapping[str, str], kb: Any) -> tupl
     """The bandwidth measurement's refusal rules (other GPU jobs, short memory) on a quick collection."""
     from sparkops.bandwidth import refusal
     from sparkops.bandwidth.report import COLLECT_PROBES
-    from sparkops.probes import CollectOptions, collect_snapshot
+    from sparkops.probes import collect_snapshot, live_options
 
-    opts = CollectOptions(depth="quick", python=python, offline=True, env=dict(env), only=COLLECT_PROBES,
-                          counter_window_s=0.1, budget_s=kb.thresholds.probes.budget_s, kb=kb)
+    opts = live_options(quick=True, python=python, offline=True, env=env, only=COLLECT_PROBES, kb=kb)
     facts = collect_snapshot(opts)
     a = refusal.assess(facts, kb, kb.thresholds.bandwidth, own_pids={os.getpid()})
     return list(a.reasons), None
