@@ -152,6 +152,7 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
                    opts: CollectOptions | None, kb: Knowledge):
     """The machine a server meets (a target profile, an explicit size, a snapshot, or this box now)
     and what already runs on it (from the facts, when there are facts)."""
+    from sparkops.core.units import gb_to_gib
     from sparkops.planner import serve
     from sparkops.planner.serve_budget import neighbours
 
@@ -159,7 +160,7 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
     if budget_gb is not None:
         if not 0 < budget_gb < 100_000:
             raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
-        gib = budget_gb * 1e9 / serve.GIB
+        gib = gb_to_gib(budget_gb)
         return serve.Machine(source="explicit", total_gib=round(gib, 2), free_gib=round(gib, 2),
                              available_gib=round(gib, 2), detail="given with --budget-gb (free = total)"), []
     if target is not None:

@@ -14,7 +14,7 @@ from typing import Any
 from sparkops.checks import container, g03_fragmentation, identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.core.findings import Evidence, Finding
-from sparkops.core.units import GIB
+from sparkops.core.units import GIB, gb_to_gib
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
 from sparkops.knowledge import engines_data
@@ -31,7 +31,7 @@ def _fit(ctx: CheckContext, budget: float | None, fails: list[Reason], warns: li
     peak_gb = ctx.workload.estimated_peak_gb  # GB = 1e9 bytes (the planner's unit); the budget is GiB
     if peak_gb is None or budget is None:
         return
-    peak = peak_gb * 1e9 / GIB
+    peak = gb_to_gib(peak_gb)
     margin = ctx.kb.thresholds.g3.fit_margin_fraction
     values = {"peak_gib": peak, "peak_gb": peak_gb, "budget_gib": budget, "margin": margin}
     if peak > budget:
@@ -72,7 +72,7 @@ def _fragmentation(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
               "block": f"{block / GIB:.0f} GiB" if block >= GIB else f"{block // 1024 // 1024} MiB",
               "share": v["free_large_bytes"] / v["free_bytes"] if v["free_bytes"] else 0.0, "unmovable": unmovable}
     if peak:
-        warns.append(reason("G3.fragmented-for-plan", need_gib=peak * 1e9 / GIB, **values))
+        warns.append(reason("G3.fragmented-for-plan", need_gib=gb_to_gib(peak), **values))
     else:
         warns.append(reason("G3.fragmented", **values))
 

@@ -14,7 +14,7 @@ from sparkops.checks import identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, reason
 from sparkops.checks.processes import ProcessClass, classify_all, kind_from_name
 from sparkops.core.findings import Evidence, Finding
-from sparkops.core.units import GIB, MIB
+from sparkops.core.units import GIB, MIB, gb_to_gib
 from sparkops.facts.model import HostProcess
 from sparkops.facts.reading import known
 
@@ -110,7 +110,7 @@ def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib:
 
 def _budget_values(b: pool_budget.PoolBudget, peak_gb: float) -> dict[str, object]:
     top = sorted(b.neighbours, key=lambda x: -x.gib)[:3]
-    return {"peak_gib": peak_gb * 1e9 / GIB, "reserved_gib": b.reserved_gib, "usable_gib": b.usable_gib,
+    return {"peak_gib": gb_to_gib(peak_gb), "reserved_gib": b.reserved_gib, "usable_gib": b.usable_gib,
             "pool_gib": b.pool_gib, "os_reserve_gib": b.os_reserve_gib, "left_gib": b.left_gib,
             "margin": b.fit_margin, "largest": "; ".join(f"{x.name}: {x.gib:.1f} GiB ({x.how})" for x in top) or "none"}
 
@@ -188,12 +188,12 @@ def check(ctx: CheckContext) -> Finding:
     if peak is not None and pool:
         evidence.append(ev("pool_bytes", pool))
         if peak * 1e9 + held > pool:  # the planned peak is in GB (1e9 bytes)
-            return ctx.conclude(GID, [reason("G6.plan-plus-neighbours", peak_gib=peak * 1e9 / GIB,
+            return ctx.conclude(GID, [reason("G6.plan-plus-neighbours", peak_gib=gb_to_gib(peak),
                                              held_gib=held / GIB, pool_gib=pool / GIB), *warns],
                                 evidence=evidence, notes=notes)
         # the one budget (checks/pool_budget.py, which `plan --serve --beside` uses too): a capped
         # server takes its cap x total from start-up on, whatever it holds now
-        budget = _reservations_budget(neighbours, pool / GIB, peak * 1e9 / GIB, kb)
+        budget = _reservations_budget(neighbours, pool / GIB, gb_to_gib(peak), kb)
         evidence.append(ev("pool budget", budget.values()))
         if budget.code in ("over", "tight"):
             v = _budget_values(budget, peak)

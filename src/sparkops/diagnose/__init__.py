@@ -64,12 +64,11 @@ def diagnose_input(inp: InputText, facts: Facts | None = None, kb: SymptomKnowle
     shown = {f.gotcha for f in findings}
     notes = list(inp.notes) + res.notes
     notes += [text for gotcha, text in hints if gotcha not in shown]  # facts alone never make a finding
-    from sparkops.facts.redact import redact_obj
+    from sparkops.facts.redact import redact_model
 
     # evidence quotes the input: an OPENAI_API_KEY=sk-... line must not be echoed back
-    d = Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated, abstained=abstained,
-                  abstain_reason=reason, candidates=candidates, decide=decide)
-    return Diagnosis.model_validate(redact_obj(d.model_dump(mode="json")))
+    return redact_model(Diagnosis(file=inp.source, findings=findings, notes=notes, truncated=inp.truncated,
+                                  abstained=abstained, abstain_reason=reason, candidates=candidates, decide=decide))
 
 
 def _calibrated(res, kb: SymptomKnowledge, finding):

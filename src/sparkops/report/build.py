@@ -12,6 +12,7 @@ from typing import Any
 
 from sparkops import __version__
 from sparkops.checks import Judgment, judge
+from sparkops.core.units import gib_to_gb
 from sparkops.facts.model import Facts, ProbeRecord, implausible_readings
 from sparkops.facts.reading import known
 from sparkops.facts.redact import redact_model
@@ -64,7 +65,7 @@ def report_from(facts: Facts, judgment: Judgment, workload: Workload, facts_sour
     return redact_model(Report(
         platform=ident.platform,  # type: ignore[arg-type]
         checks={gid: check_string(by_id[gid]) for gid in GOTCHA_IDS},
-        headroom_gb=round(ctx.headroom_gib * 2**30 / 1e9, 1) if ctx.headroom_gib is not None else None,
+        headroom_gb=round(gib_to_gb(ctx.headroom_gib), 1) if ctx.headroom_gib is not None else None,
         headroom_gib=ctx.headroom_gib,
         verdict=judgment.verdict,
         tool_version=__version__,
