@@ -126,13 +126,13 @@ def register(app: typer.Typer) -> None:
 
         Exit 0: nothing to warn about; 1: warn-level events; 3: the file could not be read or held no samples.
         """
-        from sparkops.monitor.analyze import analyze
+        from sparkops.monitor.analyze import analyze_log
         from sparkops.monitor.csvlog import LogStream
 
         if profile not in ("gb10", "generic"):
             raise typer.BadParameter("gb10 or generic", param_hint="--profile")
         stream = LogStream(file, timeout_s=timeout)  # streamed in timestamp order: any length, bounded memory
-        res = AnalysisOutcome(analyze(stream.samples(), profile=profile, notes=stream), profile)  # type: ignore[arg-type]
+        res = AnalysisOutcome(analyze_log(stream, profile=profile), profile)  # type: ignore[arg-type]
         if stream.error is not None:
             raise typer.BadParameter(stream.error, param_hint="FILE")
         code = emit(res, fmt, as_json)

@@ -21,19 +21,21 @@ import math
 import re
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops import knowledge
 from sparkops.checks.g04_thermal_power import low_clock_state
-from sparkops.monitor.csvlog import read_log, seconds
+from sparkops.core.units import GIB
+from sparkops.monitor.csvlog import Block, LogStream, read_log, seconds
 from sparkops.monitor.events import Event, EventKind, Sample
 
 Profile = Literal["gb10", "generic"]
-GB = 1024**3
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*[A-Za-z%]*\s*$")
 _COUNTERS = {"sw_thermal": "violation.sw_thermal [us]", "hw_thermal": "violation.hw_thermal [us]",
              "sw_power_cap": "violation.sw_power_cap [us]"}
@@ -195,39 +197,107 @@ class _Cfg:
             counter_growth_us=float(kb.thresholds.g4.counter_growth_warn_us),
             mem_window_s=float(a.mem_trend_window_s),
             mem_horizon_s=float(a.mem_horizon_s),
-            mem_min_decline=float(a.mem_min_decline_gb) * GB,
+            mem_min_decline=float(a.mem_min_decline_gb) * GIB,
             mem_recent_s=float(a.mem_recent_s),
             throttle_power_drop=float(a.throttle_power_drop_fraction),
             throttle_power_min=float(a.throttle_power_min_fraction),
-            low_available=kb.thresholds.g3.low_available_warn_gb * GB,
-            cuda_free_floor=float(a.cuda_free_floor_gb) * GB,
+            low_available=kb.thresholds.g3.low_available_warn_gb * GIB,
+            cuda_free_floor=float(a.cuda_free_floor_gb) * GIB,
             psi_full=kb.thresholds.g3.psi_full_avg10_warn,
-            swap_growth=float(a.swap_growth_gb) * GB,
-            heavy_bytes=kb.thresholds.g6.heavy_neighbour_gb * GB,
+            swap_growth=float(a.swap_growth_gb) * GIB,
+            heavy_bytes=kb.thresholds.g6.heavy_neighbour_gb * GIB,
         )
 
 
+# --------------------------------------------------------------------------- columns
+_NAN = math.nan
+# the judged columns read as numbers (NaN: unknown) and as they are (text, or a number for the reason bits)
+NUMERIC_COLUMNS: tuple[str, ...] = (
+    "temperature.gpu", "power.draw [W]", "clocks.sm [MHz]", "utilization.gpu [%]", "mem.available [B]",
+    "mem.free [B]", "psi.memory.full.avg10", "violation.sw_thermal [us]", "violation.hw_thermal [us]",
+    "swap.used [B]")
+RAW_COLUMNS: tuple[str, ...] = ("clocks_event_reasons.active", "gpu.processes")
+_SMOOTHED = (("temp", "temperature.gpu"), ("power", "power.draw [W]"), ("clock", "clocks.sm [MHz]"),
+             ("util", "utilization.gpu [%]"), ("avail", "mem.available [B]"), ("free", "mem.free [B]"),
+             ("psi", "psi.memory.full.avg10"))
+
+
+def columns(samples: Sequence[Mapping[str, Any]]) -> Block:
+    """Sample dicts (``watch``'s rows, ``read_log``'s) -> one :class:`Block`, each cell read as the judge
+    reads it (:func:`number`; a timestamp only when it is text)."""
+    ts: list[str | None] = []
+    for s in samples:
+        raw = s.get("timestamp")
+        ts.append((raw.strip() or None) if isinstance(raw, str) else None)
+    t = array("d", [_NAN if x is None or (v := seconds(x)) is None else v for x in ts])
+    num: dict[str, array[float]] = {}
+    for col in NUMERIC_COLUMNS:
+        vals = [number(s.get(col)) for s in samples]
+        if any(v is not None for v in vals):
+            num[col] = array("d", [_NAN if v is None else v for v in vals])
+    raw_cols = {col: [s.get(col) for s in samples] for col in RAW_COLUMNS}
+    return Block(len(samples), t, ts, num, raw_cols)
+
+
+def _rolling_median(carry: list[float], raw: array[float] | None, n: int, w: int) -> tuple[array[float], list[float]]:
+    """Each value's median over the last ``w`` readings (its own and the ``carry`` before it; unknown ones left
+    out), NaN where the value itself is unknown: what a deque of ``w`` and :func:`_median` give, row by row.
+    Returns the medians and the carry for the next block (the last ``w - 1`` readings)."""
+    keep = w - 1
+    if raw is None:
+        ext = carry + [_NAN] * min(n, w)
+        return array("d", [_NAN]) * n, (ext[-keep:] if keep else [])
+    ext = carry + raw.tolist()
+    k = len(carry)
+    total = sum(ext)
+    if total == total and k == keep:  # every reading known (a NaN makes the sum NaN): medians of full windows
+        if w == 1:
+            out = array("d", raw)
+        else:
+            rows = zip(*[ext[j:j + n] for j in range(w)], strict=True)
+            h = w // 2
+            if w % 2:
+                out = array("d", map(itemgetter(h), map(sorted, rows)))
+            else:
+                out = array("d", [(s[h - 1] + s[h]) / 2 for s in map(sorted, rows)])
+    else:
+        out = array("d", [_NAN]) * n
+        for i in range(n):
+            v = ext[k + i]
+            if v != v:
+                continue
+            known = [x for x in ext[max(0, k + i - keep):k + i + 1] if x == x]
+            known.sort()
+            m = len(known)
+            h = m // 2
+            out[i] = known[h] if m % 2 else (known[h - 1] + known[h]) / 2
+    return out, (ext[-keep:] if keep else [])
+
+
+def _known(values: array[float]) -> bool:
+    """Any reading known (not NaN) in the column."""
+    return any(v == v for v in values)
+
+
 # --------------------------------------------------------------------------- episodes
-@dataclass
-class _Point:
-    i: int
-    t: float
-    ts: str
+_Pt = tuple[float, str]  # (time on the log's clock, the stamp as logged or "sample N")
 
 
 class _Episode:
     """One kind's on/off state: opens after ``confirm`` true samples in a row (the event starts
     at the first of them), closes after ``release`` false ones (it ends at the last true one)."""
 
+    __slots__ = ("confirm", "release", "first", "last_true", "trues", "falses", "event")
+
     def __init__(self, confirm: int, release: int) -> None:
         self.confirm, self.release = confirm, release
-        self.first: _Point | None = None
-        self.last_true: _Point | None = None
+        self.first: _Pt | None = None
+        self.last_true: _Pt | None = None
         self.trues = 0
         self.falses = 0
         self.event: Event | None = None
 
-    def step(self, cond: bool, pt: _Point) -> bool:
+    def step(self, cond: bool, pt: _Pt) -> bool:
         """Feed one judged sample; True when the episode opens on it (the caller makes the Event)."""
         if cond:
             if self.event is None and self.trues == 0:
@@ -239,18 +309,32 @@ class _Episode:
         if self.event is not None:
             self.falses += 1
             if self.falses >= self.release:
-                self.event.end = self.last_true.ts if self.last_true else None
+                self.event.end = self.last_true[1] if self.last_true else None
                 self.event = None
                 self.trues = 0
         else:
             self.trues = 0
         return False
 
+    def idle(self) -> bool:
+        """Nothing pending: a false sample changes nothing."""
+        return self.event is None and self.trues == 0
+
+
+# the order events that open on the same sample are created in (as the row-wise judge made them)
+_RANK = {"low-clock-state": 0, "power-plateau": 1, "throttling": 2, "rising-temperature": 3, "throttle-reason": 4,
+         "memory-pressure": 5, "swap-growth": 6, "new-neighbour": 7}
+
 
 # --------------------------------------------------------------------------- detector
 class Detector:
-    """Streaming judge: ``feed`` each sample (events that open on it come back, for live display),
-    then ``finish`` (every event, ``end`` filled where it ended; ``insufficient-load`` added)."""
+    """Streaming judge over columns: ``feed_block`` a :class:`~sparkops.monitor.csvlog.Block` of rows (a
+    log), or ``feed`` one sample (``watch``: the events that open on it come back, for live display); then
+    ``finish`` (every event, ``end`` filled where it ended; ``insufficient-load`` added).
+
+    The state between blocks is aggregates only (the smoothing windows, running minima and maxima, the
+    episodes, the trend windows): a log of any length is judged in bounded memory, apart from the packed
+    whole-run readings the verdict's medians need (8 bytes a sample)."""
 
     def __init__(
         self,
@@ -274,9 +358,7 @@ class Detector:
         self._prev_t: float | None = None
         self._dt = 1.0
         self._unstamped = 0
-        w = self.c.window
-        self._win: dict[str, deque[float | None]] = {k: deque(maxlen=w) for k in (
-            "temp", "power", "clock", "util", "avail", "free", "psi")}
+        self._carry: dict[str, list[float]] = {k: [] for k, _col in _SMOOTHED}
         self._seen: set[str] = set()
         self._ref_clock: list[float] = []
         self._ref_temp: list[float] = []
@@ -288,8 +370,7 @@ class Detector:
         self._swap_min: float | None = None
         self._baseline_pids: set[int] | None = None
         self._proc_eps: dict[int, _Episode] = {}
-        # whole-run readings for the medians the verdict quotes: packed doubles (8 bytes a sample, not a list's
-        # ~32), so a million-row log stays within its memory bound
+        # whole-run readings for the medians the verdict quotes: packed doubles (8 bytes a sample)
         self._utils = array("d")
         self._powers_all = array("d")
         self._loaded_s = 0.0
@@ -308,51 +389,12 @@ class Detector:
             "memory-pressure": ep(c.confirm, c.release),
             "swap-growth": ep(max(2, c.reason_confirm), c.release),
         }
-        self._plateau_since: _Point | None = None
+        self._plateau_since: _Pt | None = None
         self._start_t: dict[int, float] = {}
-        self._first_pt: _Point | None = None
-        self._last_pt: _Point | None = None
-
-    # ---------------------------------------------------------------- helpers
-    def _time(self, sample: Mapping[str, Any]) -> _Point:
-        ts_raw = sample.get("timestamp")
-        ts = ts_raw.strip() if isinstance(ts_raw, str) and ts_raw.strip() else None
-        t = seconds(ts) if ts else None
-        if t is not None and self._prev_t is not None and t < self._prev_t:
-            t = None
-        if t is None:
-            self._unstamped += 1
-            t = (self._prev_t + self._dt) if self._prev_t is not None else 0.0
-        else:
-            if self._stamped_first is None:
-                self._stamped_first = t
-            self._stamped_last = t
-            self._stamped_n += 1
-            if self._prev_t is not None and t > self._prev_t:
-                self._dt = min(max(t - self._prev_t, 0.001), 3600.0)
-        self._prev_t = t
-        return _Point(self.count, t, ts or f"sample {self.count + 1}")
-
-    def _smooth(self, key: str, value: float | None) -> float | None:
-        """Rolling median over the window; None when this sample lacks the reading."""
-        self._win[key].append(value)
-        if value is None:
-            return None
-        self._seen.add(key)
-        return _median(self._win[key])
-
-    def _open(self, kind: EventKind, gotcha: str, ep: _Episode, summary: str,
-              severity: str = "warn", evidence: dict[str, float | str | None] | None = None) -> Event:
-        ev = Event(gotcha=gotcha, kind=kind, start=(ep.first or ep.last_true).ts,  # type: ignore[union-attr]
-                   summary=summary, severity=severity, evidence=evidence or {})  # type: ignore[arg-type]
-        ep.event = ev
-        self.events.append(ev)
-        self._start_t[id(ev)] = (ep.first or ep.last_true or _Point(0, 0.0, "")).t
-        return ev
-
-    def _track_min(self, key: str, v: float | None) -> None:
-        if v is not None:
-            self._mins[key] = min(self._mins.get(key, v), v)
+        self._first_pt: _Pt | None = None
+        self._last_pt: _Pt | None = None
+        self._opened: list[tuple[int, int, int, Event]] = []  # events opened in the block being judged
+        self._clocks_seen = False  # an SM clock read in an earlier block
 
     # ---------------------------------------------------------------- feed
     def use_gpu(self, name: str) -> None:
@@ -368,238 +410,353 @@ class Detector:
         samples back: the first sample of the run that confirmed them)."""
         if not isinstance(sample, Mapping):
             return []
-        pt = self._time(sample)
-        self.count += 1
-        if self._first_pt is None:
-            self._first_pt = pt
-        self._last_pt = pt
         before = len(self.events)
-        c = self.c
-
-        temp = self._smooth("temp", number(sample.get("temperature.gpu")))
-        power = self._smooth("power", number(sample.get("power.draw [W]")))
-        clock = self._smooth("clock", number(sample.get("clocks.sm [MHz]")))
-        util = self._smooth("util", number(sample.get("utilization.gpu [%]")))
-        if util is not None:
-            self._utils.append(util)
-        if power is not None:
-            self._powers_all.append(power)
-            self._peak_power = power if self._peak_power is None else max(self._peak_power, power)
-            self._powers.append((pt.t, power))
-            while self._powers and pt.t - self._powers[0][0] > c.plateau_min_s:
-                self._powers.popleft()
-        if temp is not None:
-            # a monotonic deque: the window's minimum at its front, in O(1) per sample (a million-row log)
-            while self._temps and self._temps[-1][1] >= temp:
-                self._temps.pop()
-            self._temps.append((pt.t, temp))
-            while self._temps and pt.t - self._temps[0][0] > c.climb_window_s:
-                self._temps.popleft()
-
-        loaded = self._loaded(util, power)
-        if loaded:
-            self._loaded_s += self._dt
-            if util is not None:
-                self._loaded_utils.append(util)
-            if power is not None:
-                self._loaded_powers.append(power)
-            if clock is not None and len(self._ref_clock) < c.ref_samples:
-                self._ref_clock.append(clock)
-            if temp is not None and len(self._ref_temp) < c.ref_samples:
-                self._ref_temp.append(temp)
-
-        self._judge_g4(pt, temp, power, clock, util, loaded)
-        self._judge_reasons(pt, sample)
-        self._judge_memory(pt, sample)
-        self._judge_processes(pt, sample)
+        self.feed_block(columns([sample]))
         return [e.model_copy() for e in self.events[before:]]
 
-    def _loaded(self, util: float | None, power: float | None) -> bool:
-        c = self.c
-        if util is not None:
-            return util >= c.load_util
-        if power is None:
-            return False
-        if c.plateau_w is not None:
-            return power >= c.load_power_w
-        return self._peak_power is not None and power >= c.plateau_fraction * self._peak_power
-
-    def _at_plateau(self, power: float | None, util: float | None) -> bool:
-        c = self.c
-        if power is None:
-            return False
-        if c.plateau_w is not None:
-            return power >= c.plateau_fraction * c.plateau_w
-        # generic: flat near this run's peak, under load
-        if self._peak_power is None or power < c.plateau_fraction * self._peak_power:
-            return False
-        if util is not None and util < c.busy_util:
-            return False
-        recent = [p for _, p in self._powers]
-        return len(recent) >= 2 and (max(recent) - min(recent)) <= c.flat_fraction * max(recent)
-
-    def _judge_g4(self, pt: _Point, temp: float | None, power: float | None, clock: float | None,
-                  util: float | None, loaded: bool) -> None:
-        c = self.c
-        ref_clock = _median(self._ref_clock) if len(self._ref_clock) >= min(3, c.ref_samples) else None
-        ref_temp = _median(self._ref_temp) if self._ref_temp else None
-        self._track_min("clock", clock if loaded else None)
-        at_plateau = self._at_plateau(power, util)
-        clocks_logged = "clock" in self._seen
-
-        # (d) GB10 low-clock state: busy, yet clock and power low
-        low_clock = False
-        if c.plateau_w is not None and None not in (util, clock, power):
-            low_clock = low_clock_state(self.kb, util, clock, power, c.low_power_w)
-            ep = self._ep["low-clock-state"]
-            if ep.step(low_clock, pt):
-                self._open("low-clock-state", "G4", ep,
-                           f"GB10 low-clock state: {_fmt(clock, ' MHz')} and {_fmt(power, ' W', 1)} at "
-                           f"{_fmt(util, '%')} utilisation (no reason bit; only a full power-cycle clears it)",
-                           evidence={"clocks.sm [MHz]": clock, "power.draw [W]": power,
-                                     "utilization.gpu [%]": util})
-
-        if temp is None or power is None:
+    def feed_block(self, blk: Block) -> None:
+        """Judge a block of rows (in time order), column by column."""
+        n = blk.n
+        if n <= 0:
             return
-        rise = temp - self._temps[0][1] if self._temps else 0.0  # the window's minimum (monotonic deque)
-        climbing = rise >= c.climb_c
-        high = temp >= c.hot_c
-        risen = ref_temp is not None and temp - ref_temp >= c.risen_c
-        busy = at_plateau or (util is not None and util >= c.busy_util and not low_clock)
+        base = self.count
+        labels = blk.ts
 
-        # (a) the normal plateau: at the plateau for plateau_min_s; it starts where it began
-        ep = self._ep["power-plateau"]
-        if not at_plateau:
-            self._plateau_since = None
-        elif self._plateau_since is None:
-            self._plateau_since = pt
-        since = self._plateau_since
-        sustained = since is not None and pt.t - since.t >= c.plateau_min_s
-        if ep.step(at_plateau and (ep.event is not None or sustained), pt):
-            ep.first = since or pt
-            cap = (f"GB10's sustained cap (~{c.plateau_w:.0f} W)" if c.plateau_w is not None
-                   else "this GPU's sustained level")
-            clk = f"SM clock ~{clock:.0f} MHz" if clock is not None else "clocks not logged"
-            self._open("power-plateau", "G4", ep,
-                       f"power flat at ~{power:.0f} W, {cap}; {clk}: the platform's normal cap, not a bug",
-                       severity="info",
-                       evidence={"power.draw [W]": power, "clocks.sm [MHz]": clock, "temperature.gpu": temp})
+        def pt(i: int, t: float) -> _Pt:
+            return (t, labels[i] or f"sample {base + i + 1}")
 
-        # (b) throttling / (c) rising temperature
-        if clocks_logged:
-            if clock is None or ref_clock is None:
-                return
-            falling = clock <= ref_clock * (1.0 - c.clock_drop)
-            throttle = busy and (high or climbing or risen) and falling
-            rising = at_plateau and climbing and not falling
-        else:
-            # no clocks: real thermal throttling pulls power down, so hot with power fallen well
-            # below the run's peak (yet still working) counts, not only hot at the plateau
-            peak = self._peak_power
-            pulled = (peak is not None and c.throttle_power_min * peak <= power
-                      <= (1.0 - c.throttle_power_drop) * peak)
-            throttle = high and (at_plateau or pulled)
-            rising = at_plateau and climbing and not high
-        ep = self._ep["throttling"]
-        if ep.step(throttle, pt):
-            heat = (f"{temp:.0f} °C (hot)" if high else f"{temp:.0f} °C, up {rise:.0f} °C" if climbing
-                    else f"{temp:.0f} °C, {temp - (ref_temp or temp):.0f} °C above the run's start")
-            if clocks_logged and ref_clock is not None and clock is not None:
-                clk = f"SM clock {ref_clock:.0f} -> {clock:.0f} MHz"
+        times, dts = self._times(blk)
+        self.count += n
+        if self._first_pt is None:
+            self._first_pt = pt(0, times[0])
+        self._last_pt = pt(n - 1, times[n - 1])
+        w = self.c.window
+        sm: dict[str, array[float]] = {}
+        for key, col in _SMOOTHED:
+            sm[key], self._carry[key] = _rolling_median(self._carry[key], blk.num.get(col), n, w)
+            if key not in self._seen and _known(sm[key]):
+                self._seen.add(key)
+        self._opened = []
+        self._judge_g4(blk, times, dts, sm, pt)
+        self._judge_reasons(blk, times, pt)
+        self._judge_memory(blk, times, sm, pt)
+        self._judge_processes(blk, times, pt)
+        self._opened.sort(key=lambda o: o[:3])
+        self.events.extend(o[3] for o in self._opened)
+        self._opened = []
+
+    def _times(self, blk: Block) -> tuple[array[float], array[float]]:
+        """Each row's time (a missing, unreadable or backward stamp: the previous one plus the last interval)
+        and the interval in force at it."""
+        n = blk.n
+        st = blk.t
+        times = array("d", st)
+        dts = array("d", [0.0]) * n
+        prev, dt = self._prev_t, self._dt
+        first, last, stamped, unstamped = self._stamped_first, self._stamped_last, 0, 0
+        for i in range(n):
+            t = st[i]
+            if t != t or (prev is not None and t < prev):
+                unstamped += 1
+                t = prev + dt if prev is not None else 0.0
+                times[i] = t
             else:
-                clk = ("clocks not logged (judged on temperature and power alone; log clocks.sm to confirm)")
-            self._open("throttling", "G4", ep, f"throttling: {self._power_words(power)} while {heat}; {clk}",
-                       evidence={"power.draw [W]": power, "temperature.gpu": temp, "clocks.sm [MHz]": clock,
-                                 "reference_clock_mhz": ref_clock, "clocks": "logged" if clocks_logged else "unknown"})
-        ep = self._ep["rising-temperature"]
-        if ep.step(rising and not throttle, pt):
-            clk = (f"SM clock holding at {clock:.0f} MHz" if clocks_logged and clock is not None
-                   else "clocks not logged, so throttling cannot be ruled out")
-            self._open("rising-temperature", "G4", ep,
-                       f"temperature rising ({temp - rise:.0f} -> {temp:.0f} °C) at full power "
-                       f"({power:.0f} W); {clk}: not yet throttling, keep watching",
-                       severity="info",
-                       evidence={"temperature.gpu": temp, "power.draw [W]": power, "clocks.sm [MHz]": clock})
+                if first is None:
+                    first = t
+                last = t
+                stamped += 1
+                if prev is not None and t > prev:
+                    dt = min(max(t - prev, 0.001), 3600.0)
+            prev = t
+            dts[i] = dt
+        self._prev_t, self._dt = prev, dt
+        self._stamped_first, self._stamped_last = first, last
+        self._stamped_n += stamped
+        self._unstamped += unstamped
+        return times, dts
 
-    def _plateau_level(self) -> float | None:
-        return self.c.plateau_w if self.c.plateau_w is not None else self._peak_power
+    def _open(self, i: int, kind: EventKind, gotcha: str, ep: _Episode, pt: _Pt, summary: str,
+              severity: str = "warn", evidence: dict[str, float | str | None] | None = None) -> Event:
+        start = ep.first or ep.last_true or pt
+        ev = Event(gotcha=gotcha, kind=kind, start=start[1],  # type: ignore[arg-type]
+                   summary=summary, severity=severity, evidence=evidence or {})  # type: ignore[arg-type]
+        ep.event = ev
+        self._opened.append((i, _RANK[kind], len(self._opened), ev))
+        self._start_t[id(ev)] = start[0]
+        return ev
 
-    def _power_words(self, power: float) -> str:
+    # ---------------------------------------------------------------- G4
+    def _judge_g4(self, blk: Block, times: array[float], dts: array[float], sm: dict[str, array[float]],
+                  pt: Callable[[int, float], _Pt]) -> None:
+        c = self.c
+        n = blk.n
+        temps, powers, clocks, utils = sm["temp"], sm["power"], sm["clock"], sm["util"]
+        self._utils.extend(v for v in utils if v == v)
+        self._powers_all.extend(v for v in powers if v == v)
+        gb10 = c.plateau_w is not None
+        plateau_min = c.plateau_fraction * c.plateau_w if gb10 else 0.0
+        kb = self.kb
+        low_clock_mhz = kb.thresholds.g4.low_clock_mhz
+        ep_low, ep_plat = self._ep["low-clock-state"], self._ep["power-plateau"]
+        ep_thr, ep_rise = self._ep["throttling"], self._ep["rising-temperature"]
+        tq = self._temps
+        peak = self._peak_power
+        ref_clock_l, ref_temp_l = self._ref_clock, self._ref_temp
+        ref_clock = _median(ref_clock_l) if len(ref_clock_l) >= min(3, c.ref_samples) else None
+        ref_temp = _median(ref_temp_l) if ref_temp_l else None
+        loaded_s = self._loaded_s
+        loaded_utils, loaded_powers = self._loaded_utils, self._loaded_powers
+        seen = self._seen
+        # "clock" in _seen from the first row that had one: before it, rows are judged without clocks
+        first_clock = next((i for i, v in enumerate(clocks) if v == v), n) if "clock" in seen else n
+        clocks_before = self._clocks_seen
+        for i in range(n):
+            t = times[i]
+            temp, power, clock, util = temps[i], powers[i], clocks[i], utils[i]
+            has_t, has_p, has_c, has_u = temp == temp, power == power, clock == clock, util == util
+            if has_p:
+                peak = power if peak is None else max(peak, power)
+                if not gb10:
+                    pq = self._powers
+                    pq.append((t, power))
+                    while pq and t - pq[0][0] > c.plateau_min_s:
+                        pq.popleft()
+            if has_t:
+                while tq and tq[-1][1] >= temp:
+                    tq.pop()
+                tq.append((t, temp))
+                while tq and t - tq[0][0] > c.climb_window_s:
+                    tq.popleft()
+            if has_u:
+                loaded = util >= c.load_util
+            elif not has_p:
+                loaded = False
+            elif gb10:
+                loaded = power >= c.load_power_w
+            else:
+                loaded = peak is not None and power >= c.plateau_fraction * peak
+            if loaded:
+                loaded_s += dts[i]
+                if has_u:
+                    loaded_utils.append(util)
+                if has_p:
+                    loaded_powers.append(power)
+                if has_c and len(ref_clock_l) < c.ref_samples:
+                    ref_clock_l.append(clock)
+                    ref_clock = _median(ref_clock_l) if len(ref_clock_l) >= min(3, c.ref_samples) else None
+                if has_t and len(ref_temp_l) < c.ref_samples:
+                    ref_temp_l.append(temp)
+                    ref_temp = _median(ref_temp_l)
+            # at the plateau
+            if not has_p:
+                at_plateau = False
+            elif gb10:
+                at_plateau = power >= plateau_min
+            elif peak is None or power < c.plateau_fraction * peak or (has_u and util < c.busy_util):
+                at_plateau = False
+            else:
+                recent = [p for _, p in self._powers]
+                at_plateau = len(recent) >= 2 and (max(recent) - min(recent)) <= c.flat_fraction * max(recent)
+            clocks_logged = clocks_before or i >= first_clock
+            # (d) GB10 low-clock state: busy, yet clock and power low (the owner's rule; a clock at or above
+            # g4.low_clock_mhz is never in it, so those rows are not asked)
+            low_clock = False
+            if gb10 and has_u and has_c and has_p:
+                low_clock = clock < low_clock_mhz and low_clock_state(kb, util, clock, power, c.low_power_w)
+                if ep_low.step(low_clock, pt(i, t)) if (low_clock or not ep_low.idle()) else False:
+                    self._open(i, "low-clock-state", "G4", ep_low, pt(i, t),
+                               f"GB10 low-clock state: {_fmt(clock, ' MHz')} and {_fmt(power, ' W', 1)} at "
+                               f"{_fmt(util, '%')} utilisation (no reason bit; only a full power-cycle clears it)",
+                               evidence={"clocks.sm [MHz]": clock, "power.draw [W]": power,
+                                         "utilization.gpu [%]": util})
+            if not (has_t and has_p):
+                continue
+            rise = temp - tq[0][1]
+            climbing = rise >= c.climb_c
+            high = temp >= c.hot_c
+            risen = ref_temp is not None and temp - ref_temp >= c.risen_c
+            busy = at_plateau or (has_u and util >= c.busy_util and not low_clock)
+            # (a) the normal plateau: at the plateau for plateau_min_s; it starts where it began
+            p = pt(i, t)
+            if not at_plateau:
+                self._plateau_since = None
+            elif self._plateau_since is None:
+                self._plateau_since = p
+            since = self._plateau_since
+            sustained = since is not None and t - since[0] >= c.plateau_min_s
+            if ep_plat.step(at_plateau and (ep_plat.event is not None or sustained), p):
+                ep_plat.first = since or p
+                cap = (f"GB10's sustained cap (~{c.plateau_w:.0f} W)" if gb10 else "this GPU's sustained level")
+                clk = f"SM clock ~{clock:.0f} MHz" if has_c else "clocks not logged"
+                self._open(i, "power-plateau", "G4", ep_plat, p,
+                           f"power flat at ~{power:.0f} W, {cap}; {clk}: the platform's normal cap, not a bug",
+                           severity="info",
+                           evidence={"power.draw [W]": power, "clocks.sm [MHz]": clock if has_c else None,
+                                     "temperature.gpu": temp})
+            # (b) throttling / (c) rising temperature
+            if clocks_logged:
+                if not has_c or ref_clock is None:
+                    continue
+                falling = clock <= ref_clock * (1.0 - c.clock_drop)
+                throttle = busy and (high or climbing or risen) and falling
+                rising = at_plateau and climbing and not falling
+            else:
+                # no clocks: real thermal throttling pulls power down, so hot with power fallen well
+                # below the run's peak (yet still working) counts, not only hot at the plateau
+                pulled = (peak is not None and c.throttle_power_min * peak <= power
+                          <= (1.0 - c.throttle_power_drop) * peak)
+                throttle = high and (at_plateau or pulled)
+                rising = at_plateau and climbing and not high
+            if ep_thr.step(throttle, p):
+                heat = (f"{temp:.0f} °C (hot)" if high else f"{temp:.0f} °C, up {rise:.0f} °C" if climbing
+                        else f"{temp:.0f} °C, {temp - (ref_temp or temp):.0f} °C above the run's start")
+                if clocks_logged and ref_clock is not None and has_c:
+                    clk = f"SM clock {ref_clock:.0f} -> {clock:.0f} MHz"
+                else:
+                    clk = "clocks not logged (judged on temperature and power alone; log clocks.sm to confirm)"
+                self._open(i, "throttling", "G4", ep_thr, p,
+                           f"throttling: {self._power_words(power, peak)} while {heat}; {clk}",
+                           evidence={"power.draw [W]": power, "temperature.gpu": temp,
+                                     "clocks.sm [MHz]": clock if has_c else None, "reference_clock_mhz": ref_clock,
+                                     "clocks": "logged" if clocks_logged else "unknown"})
+            if ep_rise.step(rising and not throttle, p):
+                clk = (f"SM clock holding at {clock:.0f} MHz" if clocks_logged and has_c
+                       else "clocks not logged, so throttling cannot be ruled out")
+                self._open(i, "rising-temperature", "G4", ep_rise, p,
+                           f"temperature rising ({temp - rise:.0f} -> {temp:.0f} °C) at full power "
+                           f"({power:.0f} W); {clk}: not yet throttling, keep watching",
+                           severity="info",
+                           evidence={"temperature.gpu": temp, "power.draw [W]": power,
+                                     "clocks.sm [MHz]": clock if has_c else None})
+        self._peak_power = peak
+        self._loaded_s = loaded_s
+        self._clocks_seen = clocks_before or first_clock < n
+
+    def _power_words(self, power: float, peak: float | None) -> str:
         """``power 100 W at the plateau`` only when it is; else ``power 65 W (plateau ~100 W)``."""
-        level = self._plateau_level()
+        level = self.c.plateau_w if self.c.plateau_w is not None else peak
         if level is None:
             return f"power {power:.0f} W"
         if power >= self.c.plateau_fraction * level:
             return f"power {power:.0f} W at the plateau"
         return f"power {power:.0f} W (plateau ~{level:.0f} W)"
 
-    def _judge_reasons(self, pt: _Point, sample: Mapping[str, Any]) -> None:
+    # ---------------------------------------------------------------- G4: reasons and counters
+    def _judge_reasons(self, blk: Block, times: array[float], pt: Callable[[int, float], _Pt]) -> None:
         c = self.c
-        bits = reasons(sample.get("clocks_event_reasons.active"))
-        growth: dict[str, float] = {}
-        for key in ("sw_thermal", "hw_thermal"):
-            v = number(sample.get(_COUNTERS[key]))
-            if v is None:
-                continue
-            prev = self._prev_counters.get(key)
-            self._prev_counters[key] = v
-            if prev is not None and v >= prev:
-                growth[key] = v - prev
-        if bits is None and not growth:
+        n = blk.n
+        raw_bits = blk.raw.get("clocks_event_reasons.active")
+        bits_col: list[int | None] | None = None
+        if raw_bits is not None and any(v is not None for v in raw_bits):
+            cache: dict[Any, int | None] = {}
+            bits_col = []
+            for v in raw_bits:
+                try:
+                    b = cache[v]
+                except KeyError:
+                    b = cache[v] = reasons(v)
+                except TypeError:  # an unhashable cell (a dict sample's odd value)
+                    b = reasons(v)
+                bits_col.append(b)
+        counters = [(k, col) for k in ("sw_thermal", "hw_thermal")
+                    if (col := blk.num.get(_COUNTERS[k])) is not None]
+        if bits_col is None and not counters:
             return
-        hot_bits = (bits or 0) & c.reason_mask
-        grew = {k: g for k, g in growth.items() if g >= c.counter_growth_us}
         ep = self._ep["throttle-reason"]
-        if ep.step(bool(hot_bits or grew), pt):
-            what = []
-            if hot_bits:
-                what.append(f"reasons {hex(bits or 0)} ({_reason_names(hot_bits)})")
-            for k, g in grew.items():
-                what.append(f"{k} counter +{g / 1000:.0f} ms")
-            self._open("throttle-reason", "G4", ep, "thermal slowdown reported: " + ", ".join(what),
-                       evidence={"clocks_event_reasons.active": hex(bits) if bits is not None else None,
-                                 **{f"{k}_growth_us": g for k, g in growth.items()}})
+        prev = self._prev_counters
+        mask, floor = c.reason_mask, c.counter_growth_us
+        for i in range(n):
+            bits = bits_col[i] if bits_col is not None else None
+            growth: dict[str, float] = {}
+            for key, col in counters:
+                v = col[i]
+                if v != v:
+                    continue
+                before = prev.get(key)
+                prev[key] = v
+                if before is not None and v >= before:
+                    growth[key] = v - before
+            if bits is None and not growth:
+                continue
+            hot_bits = (bits or 0) & mask
+            grew = {k: g for k, g in growth.items() if g >= floor}
+            cond = bool(hot_bits or grew)
+            if not cond and ep.idle():
+                continue
+            if ep.step(cond, pt(i, times[i])):
+                what = []
+                if hot_bits:
+                    what.append(f"reasons {hex(bits or 0)} ({_reason_names(hot_bits)})")
+                for k, g in grew.items():
+                    what.append(f"{k} counter +{g / 1000:.0f} ms")
+                self._open(i, "throttle-reason", "G4", ep, pt(i, times[i]),
+                           "thermal slowdown reported: " + ", ".join(what),
+                           evidence={"clocks_event_reasons.active": hex(bits) if bits is not None else None,
+                                     **{f"{k}_growth_us": g for k, g in growth.items()}})
 
-    def _judge_memory(self, pt: _Point, sample: Mapping[str, Any]) -> None:
+    # ---------------------------------------------------------------- G3
+    def _judge_memory(self, blk: Block, times: array[float], sm: dict[str, array[float]],
+                      pt: Callable[[int, float], _Pt]) -> None:
         c = self.c
-        avail = self._smooth("avail", number(sample.get("mem.available [B]")))
-        free = self._smooth("free", number(sample.get("mem.free [B]")))
-        psi = self._smooth("psi", number(sample.get("psi.memory.full.avg10")))
-        self._track_min("avail", avail)
-        if avail is not None:
-            self._avail.append((pt.t, avail))
-            while self._avail and pt.t - self._avail[0][0] > c.mem_window_s:
-                self._avail.popleft()
-        why: list[str] = []
-        if avail is not None and avail < c.low_available:
-            why.append(f"MemAvailable {avail / GB:.1f} GB (< {c.low_available / GB:.0f} GB)")
-        elif avail is not None and len(self._avail) >= 2:
-            trend = self._mem_trend()
-            if trend:
-                why.append(trend)
-        if (free is not None and free < c.cuda_free_floor and avail is not None
-                and avail >= c.low_available):
-            why.append(f"MemFree {free / GB:.1f} GB (what CUDA sees on GB10) while MemAvailable is "
-                       f"{avail / GB:.1f} GB: page cache holds the rest (drop caches between runs)")
-        if psi is not None and psi >= c.psi_full:
-            why.append(f"PSI full avg10 {psi:.2f}%")
-        if any(not w.startswith("MemAvailable falling") for w in why):
-            self._mem_hard = True
-        if avail is not None or free is not None or psi is not None:
+        n = blk.n
+        avails, frees, psis = sm["avail"], sm["free"], sm["psi"]
+        have = [k for k in ("avail", "free", "psi") if k in self._seen and _known(sm[k])]
+        swaps = blk.num.get("swap.used [B]")
+        if have:
             ep = self._ep["memory-pressure"]
-            if ep.step(bool(why), pt):
-                self._open("memory-pressure", "G3", ep, "memory pressure: " + "; ".join(why),
-                           evidence={"mem.available [B]": avail, "mem.free [B]": free,
-                                     "psi.memory.full.avg10": psi})
-        swap = number(sample.get("swap.used [B]"))
-        if swap is not None:
-            self._swap_min = swap if self._swap_min is None else min(self._swap_min, swap)
-            grown = swap - self._swap_min
+            aq = self._avail
+            low_avail = self._mins.get("avail")
+            for i in range(n):
+                avail, free, psi = avails[i], frees[i], psis[i]
+                has_a, has_f, has_s = avail == avail, free == free, psi == psi
+                if not (has_a or has_f or has_s):
+                    continue
+                t = times[i]
+                if has_a:
+                    low_avail = avail if low_avail is None else min(low_avail, avail)
+                    aq.append((t, avail))
+                    while aq and t - aq[0][0] > c.mem_window_s:
+                        aq.popleft()
+                why: list[str] = []
+                if has_a and avail < c.low_available:
+                    why.append(f"MemAvailable {avail / GIB:.1f} GB (< {c.low_available / GIB:.0f} GB)")
+                elif has_a and len(aq) >= 2:
+                    trend = self._mem_trend()
+                    if trend:
+                        why.append(trend)
+                if has_f and free < c.cuda_free_floor and has_a and avail >= c.low_available:
+                    why.append(f"MemFree {free / GIB:.1f} GB (what CUDA sees on GB10) while MemAvailable is "
+                               f"{avail / GIB:.1f} GB: page cache holds the rest (drop caches between runs)")
+                if has_s and psi >= c.psi_full:
+                    why.append(f"PSI full avg10 {psi:.2f}%")
+                if any(not w.startswith("MemAvailable falling") for w in why):
+                    self._mem_hard = True
+                if not why and ep.idle():
+                    continue
+                if ep.step(bool(why), pt(i, t)):
+                    self._open(i, "memory-pressure", "G3", ep, pt(i, t), "memory pressure: " + "; ".join(why),
+                               evidence={"mem.available [B]": avail if has_a else None,
+                                         "mem.free [B]": free if has_f else None,
+                                         "psi.memory.full.avg10": psi if has_s else None})
+            if low_avail is not None:
+                self._mins["avail"] = low_avail
+        if swaps is not None:
             ep = self._ep["swap-growth"]
-            if ep.step(grown >= c.swap_growth, pt):
-                self._open("swap-growth", "G3", ep,
-                           f"swap in use grew by {grown / GB:.2f} GB to {swap / GB:.2f} GB: the pool is short",
-                           evidence={"swap.used [B]": swap, "swap_growth_bytes": grown})
+            smin = self._swap_min
+            for i in range(n):
+                swap = swaps[i]
+                if swap != swap:
+                    continue
+                smin = swap if smin is None else min(smin, swap)
+                grown = swap - smin
+                cond = grown >= c.swap_growth
+                if not cond and ep.idle():
+                    continue
+                if ep.step(cond, pt(i, times[i])):
+                    self._open(i, "swap-growth", "G3", ep, pt(i, times[i]),
+                               f"swap in use grew by {grown / GIB:.2f} GB to {swap / GIB:.2f} GB: the pool is short",
+                               evidence={"swap.used [B]": swap, "swap_growth_bytes": grown})
+            self._swap_min = smin
 
     def _mem_trend(self) -> str | None:
         """MemAvailable falling over the trend window, STILL falling over the most recent
@@ -621,30 +778,47 @@ class Detector:
         eta = max(0.0, a1 - c.low_available) / rate
         if eta > c.mem_horizon_s:
             return None
-        return (f"MemAvailable falling {drop / GB:.1f} GB in {span:.0f} s (now {rate * 60 / GB:.1f} GB/min), "
-                f"{a1 / GB:.1f} GB left: below {c.low_available / GB:.0f} GB in ~{eta:.0f} s at this rate")
+        return (f"MemAvailable falling {drop / GIB:.1f} GB in {span:.0f} s (now {rate * 60 / GIB:.1f} GB/min), "
+                f"{a1 / GIB:.1f} GB left: below {c.low_available / GIB:.0f} GB in ~{eta:.0f} s at this rate")
 
-    def _judge_processes(self, pt: _Point, sample: Mapping[str, Any]) -> None:
-        procs = processes(sample.get("gpu.processes"))
-        if procs is None:
-            return
-        if self._baseline_pids is None:
-            self._baseline_pids = set(procs)
+    # ---------------------------------------------------------------- G6
+    def _judge_processes(self, blk: Block, times: array[float], pt: Callable[[int, float], _Pt]) -> None:
+        raw = blk.raw.get("gpu.processes")
+        if raw is None:
             return
         c = self.c
-        for pid in procs:
-            if pid in self._baseline_pids or pid in self._proc_eps:
+        cache: dict[Any, dict[int, tuple[str, float]] | None] = {}
+        for i, value in enumerate(raw):
+            if value is None:
                 continue
-            if self.exclude_pid is not None and _safe_call(self.exclude_pid, pid):
-                self._baseline_pids.add(pid)
+            try:
+                procs = cache[value]
+            except KeyError:
+                procs = cache[value] = processes(value)
+            except TypeError:
+                procs = processes(value)
+            if procs is None:
                 continue
-            self._proc_eps[pid] = _Episode(max(2, c.reason_confirm), c.release)
-        for pid, ep in self._proc_eps.items():
-            name, size = procs.get(pid, ("?", 0.0))
-            if ep.step(pid in procs and size > c.heavy_bytes, pt):
-                self._open("new-neighbour", "G6", ep,
-                           f"new GPU process {name} (pid {pid}) holds {size / GB:.1f} GB of {'the shared pool' if self.profile == 'gb10' else 'GPU memory'}",
-                           evidence={"pid": float(pid), "name": name, "bytes": size})
+            if self._baseline_pids is None:
+                self._baseline_pids = set(procs)
+                continue
+            for pid in procs:
+                if pid in self._baseline_pids or pid in self._proc_eps:
+                    continue
+                if self.exclude_pid is not None and _safe_call(self.exclude_pid, pid):
+                    self._baseline_pids.add(pid)
+                    continue
+                self._proc_eps[pid] = _Episode(max(2, c.reason_confirm), c.release)
+            for pid, ep in self._proc_eps.items():
+                name, size = procs.get(pid, ("?", 0.0))
+                cond = pid in procs and size > c.heavy_bytes
+                if not cond and ep.idle():
+                    continue
+                if ep.step(cond, pt(i, times[i])):
+                    where = "the shared pool" if self.profile == "gb10" else "GPU memory"
+                    self._open(i, "new-neighbour", "G6", ep, pt(i, times[i]),
+                               f"new GPU process {name} (pid {pid}) holds {size / GIB:.1f} GB of {where}",
+                               evidence={"pid": float(pid), "name": name, "bytes": size})
 
     # ---------------------------------------------------------------- finish
     def finish(self) -> list[Event]:
@@ -658,22 +832,22 @@ class Detector:
                                      "median_power_w": _median(self._powers_all),
                                      "loaded_s": round(self._loaded_s, 1)})
                 self.events.append(ev)
-                self._start_t[id(ev)] = self._first_pt.t if self._first_pt else 0.0
+                self._start_t[id(ev)] = self._first_pt[0] if self._first_pt else 0.0
         if not self._mem_hard:  # a fall that stopped above the floor (a model load), not pressure
             for ev in self.events:
                 if ev.kind == "memory-pressure" and ev.end is not None and ev.severity == "warn":
                     low = self._mins.get("avail")
                     ev.severity = "info"
                     ev.summary += (f" (stopped by {ev.end}, MemAvailable never below "
-                                   f"{_fmt(None if low is None else low / GB, ' GB', 1)}: a load, not a leak)")
+                                   f"{_fmt(None if low is None else low / GIB, ' GB', 1)}: a load, not a leak)")
         ranked = sorted(enumerate(self.events), key=lambda ne: (self._start_t.get(id(ne[1]), 0.0), ne[0]))
         return [e.model_copy() for _, e in ranked]
 
     def _first_ts(self) -> str:
-        return self._first_pt.ts if self._first_pt else "sample 1"
+        return self._first_pt[1] if self._first_pt else "sample 1"
 
     def _last_ts(self) -> str:
-        return self._last_pt.ts if self._last_pt else f"sample {self.count}"
+        return self._last_pt[1] if self._last_pt else f"sample {self.count}"
 
     def _insufficient(self) -> str | None:
         """Why G4 cannot be judged, or None. Load is judged on the loaded stretch, not the whole
@@ -764,7 +938,7 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
         lines.append(f"G3 info: {first['memory-pressure'].summary}; no memory pressure at the end of the run")
     elif mem_seen:
         low = det._mins.get("avail")
-        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GB:.1f} GB)"
+        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GIB:.1f} GB)"
                                                        if low is not None else ""))
     elif det.count:
         notes.append("no memory columns in the log: G3 (memory pressure) not judged")
@@ -781,14 +955,44 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
     return lines, notes
 
 
+_BLOCK_ROWS = 4096  # sample dicts judged per block
+
+
 def analyze(samples: Iterable[Sample], kb: knowledge.Knowledge | None = None,
             profile: Profile = "gb10", notes: Iterable[str] = ()) -> AnalysisResult:
-    """Judge a whole recorded run (``spark-ops thermal analyze``); ``notes`` from the reader
-    are carried into the result."""
+    """Judge a whole recorded run given as sample dicts (``read_log``'s rows); ``notes`` from the
+    reader are carried into the result."""
+    return analyze_blocks(_blocks_of(samples), kb, profile, notes)
+
+
+def _blocks_of(samples: Iterable[Sample]) -> Iterable[Block]:
+    it = iter(samples)
+    while chunk := list(islice(it, _BLOCK_ROWS)):
+        yield columns([s for s in chunk if isinstance(s, Mapping)])
+
+
+def analyze_blocks(blocks: Iterable[Block], kb: knowledge.Knowledge | None = None,
+                   profile: Profile = "gb10", notes: Iterable[str] = ()) -> AnalysisResult:
+    """Judge a whole recorded run given as column blocks (``spark-ops thermal analyze``: a
+    :class:`~sparkops.monitor.csvlog.LogStream`'s ``blocks()``); ``notes`` are read after the last block."""
     det = Detector(kb, profile)
-    for sample in samples:
-        det.feed(sample)
+    for blk in blocks:
+        det.feed_block(blk)
     return result(det, notes)
+
+
+def analyze_log(stream: LogStream, kb: knowledge.Knowledge | None = None,
+                profile: Profile = "gb10") -> AnalysisResult:
+    """Judge a log file (``spark-ops thermal analyze``): parsed once in file order, and judged again from the
+    start in time order only when it turns out not to be in it (a newest-first or shuffled log)."""
+    det = [Detector(kb, profile)]
+
+    def restart() -> None:
+        det[0] = Detector(det[0].kb, profile)
+
+    for blk in stream.blocks(on_reorder=restart):
+        det[0].feed_block(blk)
+    return result(det[0], stream)
 
 
 def result(det: Detector, notes: Iterable[str] = ()) -> AnalysisResult:

@@ -23,7 +23,9 @@ import stat
 import tempfile
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from itertools import accumulate, compress, islice, repeat
+from operator import add, le, mul, truediv
 from pathlib import Path
 from typing import BinaryIO
 
@@ -416,7 +418,9 @@ class LineParser:
         kind, cells = self.classify(lineno, raw)
         return self.data(lineno, cells) if kind == "data" else None
 
-    def notes(self) -> list[str]:
+    def notes(self, row_problems: _Problems | None = None) -> list[str]:
+        """What could not be read, as notes; ``row_problems``: the rows' own problems, noted after the lines'
+        (a stream classifies every line before it parses any row)."""
         notes = list(self.notes_)
         if self.refused_without_header and not self.rows:
             notes.append(
@@ -425,6 +429,8 @@ class LineParser:
                 f"'{SEEDS_HEADER}' or '{', '.join(COLUMNS)}'"
             )
         notes.extend(self.problems.notes())
+        if row_problems is not None:
+            notes.extend(row_problems.notes())
         notes.extend(self.values.notes("value(s) read as unknown"))
         for column, n in self.unreadable.items():
             notes.append(f"{n} unreadable value(s) in column {column} (read as unknown)")
@@ -483,36 +489,404 @@ def read_log(text: str) -> tuple[list[Sample], list[str]]:
     return rows, notes
 
 
+# --------------------------------------------------------------------------- blocks of columns
+class Block:
+    """Rows of a log as columns, for the column-wise judge (``monitor.analyze``).
+
+    ``t``: each row's timestamp in seconds (:func:`seconds`; NaN when it has none that reads); ``ts``: the
+    stamp as logged, stripped (None: missing); ``num``: the judged numeric columns, converted to their unit
+    (NaN: unknown; a column absent from the dict is unknown in every row); ``raw``: columns the judge reads
+    itself (the reason bits, the GPU processes), as the Sample held them (None: unknown)."""
+
+    __slots__ = ("n", "num", "raw", "t", "ts")
+
+    def __init__(self, n: int, t: array[float], ts: list[str | None], num: dict[str, array[float]],
+                 raw: dict[str, list[object]]) -> None:
+        self.n, self.t, self.ts, self.num, self.raw = n, t, ts, num, raw
+
+
 # --------------------------------------------------------------------------- streaming a file
 _MAX_LINE_BYTES = 1 << 16  # a CSV row is a few hundred bytes; a longer "line" is not one
-class LogStream:
-    """A log file read in two bounded passes, for logs of any length (``thermal analyze``).
+_READ_BYTES = 1 << 20  # read this much at a time: a Block of about 7,000 rows of a 16-column log
+BLOCK_ROWS = 1 << 13  # rows per Block when a log is read by seeking (not in time order)
+_ASCII_DIGITS = frozenset("0123456789")
+_JUDGED_NUMERIC = ("temperature.gpu", "power.draw [W]", "clocks.sm [MHz]", "utilization.gpu [%]", "mem.available [B]",
+                   "mem.free [B]", "psi.memory.full.avg10", "violation.sw_thermal [us]", "violation.hw_thermal [us]",
+                   "swap.used [B]")
+_JUDGED_RAW = ("clocks_event_reasons.active", "gpu.processes")
 
-    Pass 1 reads every line once, keeping only what ordering needs (timestamp, offset, header, line
-    number: about 22 bytes a row); pass 2 parses the data lines one at a time in timestamp order
-    (file order when that already is it; a newest-first or shuffled log is read by seeking).
-    A FIFO, pipe or device is first copied to a temporary file within ``timeout_s``.
-    Iterating the stream itself gives the notes: use it after :meth:`samples` is exhausted.
+
+def _cell(column: str, unit: str, conv: tuple[float, float, float, float] | None, raw: str) -> tuple[object, str]:
+    """One raw cell as :meth:`LineParser.data` reads it: (value or None, "" | "unreadable" | the problem)."""
+    cell = raw.strip()
+    if cell in _MISSING_AS_WRITTEN:
+        return None, ""
+    if column in TEXT_COLUMNS:
+        return (None if cell.lower() in _MISSING else cell), ""
+    if conv is not None and cell and cell[-1].isdigit() and cell[0].isdigit() and cell.isascii():
+        try:
+            plain = float(cell)
+        except ValueError:
+            pass
+        else:
+            out = plain * conv[0] + conv[1] if math.isfinite(plain) else math.nan
+            if math.isfinite(out) and conv[2] <= out <= conv[3]:
+                return out, ""
+            return None, "impossible value"
+    return _value(column, cell, unit)
+
+
+def _numbers(cells: Sequence[str], factor: tuple[float, float], sane: tuple[float, float],
+             cut: int = 0) -> list[float] | None:
+    """Every cell a plain ASCII number (after cutting ``cut`` characters of unit), converted and within
+    the sane range: the converted values; else None (the caller reads cell by cell)."""
+    if cut:
+        cells = [c[:-cut] for c in cells]
+    joined = "".join(cells)
+    if not joined.isascii() or "_" in joined:
+        return None
+    try:
+        vals = list(map(float, cells))
+    except ValueError:
+        return None
+    scale, offset = factor
+    if scale == 1 and offset == 0 and "-" not in joined:
+        out = vals  # x * 1 + 0 is x (but for -0.0, and no cell has a minus)
+    else:
+        out = list(map(add, map(mul, vals, repeat(scale)), repeat(offset)))
+    total = sum(out)
+    if not math.isfinite(total) or min(out) < sane[0] or max(out) > sane[1]:
+        return None
+    return out
+
+
+def _column(column: str, unit: str, conv: tuple[float, float, float, float] | None, cells: Sequence[str],
+            problems: list[tuple[int, int, str]], at: int) -> list[object]:
+    """A column's raw cells -> values (None: unknown), as :func:`_cell` reads each; problems as
+    (row, plan position, why)."""
+    n = len(cells)
+    first = cells[0]
+    if cells.count(first) == n:  # one value all along ("[N/A]", "P0", a counter that never moved)
+        value, why = _cell(column, unit, conv, first)
+        if why:
+            problems.extend((i, at, why) for i in range(n))
+        return [value] * n
+    numeric = column not in TEXT_COLUMNS
+    if not numeric:
+        stripped = list(map(str.strip, cells))
+        if min(stripped)[:1] >= "0" and max(stripped)[:1] <= "9":  # every cell starts with a digit: none is missing
+            return stripped  # type: ignore[return-value]
+    if numeric and conv is not None:
+        out = _numbers(cells, (conv[0], conv[1]), (conv[2], conv[3]))
+        if out is not None:
+            return out  # type: ignore[return-value]
+    distinct = set(cells)
+    if len(distinct) <= 64 or len(distinct) * 8 <= n:
+        read = {c: _cell(column, unit, conv, c) for c in distinct}
+        if any(why for _v, why in read.values()):
+            problems.extend((i, at, why) for i, c in enumerate(cells) if (why := read[c][1]))
+        return [read[c][0] for c in cells]
+    if numeric:  # a unit in every cell ("105.21 W"): the same unit cut off
+        m = _NUMBER.match(cells[0].strip())
+        suffix = m.group(2) if m else ""
+        if suffix:
+            fac = _factor(column, suffix)
+            tail = cells[0].rstrip()[-len(suffix):]
+            if isinstance(fac, tuple) and all(c.endswith(tail) for c in cells):
+                out = _numbers(cells, fac, _SANE[column], len(tail))
+                if out is not None:
+                    return out  # type: ignore[return-value]
+    values: list[object] = []
+    for i, c in enumerate(cells):
+        v, why = _cell(column, unit, conv, c)
+        if why:
+            problems.append((i, at, why))
+        values.append(v)
+    return values
+
+
+def _stamps(ts: list[str | None]) -> array[float]:
+    """:func:`seconds` of each stamp (NaN: none), the shape nvidia-smi and this tool write read column-wise."""
+    n = len(ts)
+    if n and None not in ts:
+        heads = [s[:17] for s in ts]  # type: ignore[index]
+        rest = [s[17:] for s in ts]  # type: ignore[index]
+        secs = [r[:2] for r in rest]
+        fracs = [r[3:] for r in rest]
+        dots = "".join([r[2:3] for r in rest])
+        joined = "".join(secs) + "".join(fracs)
+        lens = set(map(len, fracs))
+        if (dots == "." * n and joined.isdigit() and joined.isascii() and len(lens) == 1 and 0 < min(lens) <= 9
+                and len("".join(secs)) == 2 * n):
+            minutes = {h: _fixed_minute(h[:16]) if h[16:] == ":" else None for h in set(heads)}
+            if None not in minutes.values():
+                s_int = list(map(int, secs))
+                if max(s_int) <= 60:
+                    whole = list(map(float, map(add, map(minutes.__getitem__, heads), s_int)))
+                    scale = 10 ** min(lens)
+                    return array("d", map(add, whole, map(truediv, map(int, fracs), repeat(scale))))
+    nan = math.nan
+    return array("d", [nan if s is None or (v := seconds(s)) is None else v for s in ts])
+
+
+class _Rows:
+    """Data lines gathered for one Block: the lines (not split yet), their line numbers, the header each is read
+    under (its index in ``LineParser.headers``) and byte offsets."""
+
+    __slots__ = ("cells", "headers", "linenos", "offsets")
+
+    def __init__(self) -> None:
+        self.cells: list[str] = []
+        self.linenos: list[int] = []
+        self.headers: list[int] = []
+        self.offsets: list[int] = []
+
+
+def _split(lines: list[str], width: int, stamp_at: int | None) -> tuple[list[Sequence[str]], list[str | None]]:
+    """Lines of ``width`` cells each -> the columns (raw cells) and each line's stamp cell (stripped). Lines of
+    another width are the caller's; here every line has ``width - 1`` commas."""
+    flat = ",".join(lines).split(",")
+    table: list[Sequence[str]] = [flat[j::width] for j in range(width)]
+    stamps: list[str | None] = list(map(str.strip, table[stamp_at])) if stamp_at is not None else [None] * len(lines)
+    return table, stamps
+
+
+def _line_stamps(lines: list[str], stamp_at: int | None) -> list[str | None]:
+    """Each line's stamp cell, stripped (None: the header has none, or the line is shorter)."""
+    if stamp_at is None:
+        return [None] * len(lines)
+    out: list[str | None] = []
+    for line in lines:
+        parts = line.split(",", stamp_at + 1)
+        out.append(parts[stamp_at].strip() if len(parts) > stamp_at else None)
+    return out
+
+
+def _build(parser: LineParser, rows: _Rows, row_problems: _Problems) -> tuple[Block, array[float]]:
+    """Data lines (the line, line number, the header it was written under) -> a Block, read as
+    :meth:`LineParser.data` reads each line, in the order given (its notes too); and the timestamp of every
+    line given, the ones it dropped too (the time order is judged on all of them)."""
+    n_all = len(rows.cells)
+    headers = parser.headers
+    dropped: list[tuple[int, str]] = []  # (row, why) for the row notes, in row order
+    values_problems: list[tuple[int, int, str, str]] = []  # (row, plan position, column, why)
+    num: dict[str, list[float]] = {}
+    raw: dict[str, list[object]] = {}
+    ts: list[str | None] = []
+    all_stamps: list[str | None] = []
+    kept: list[int] = []
+    nan = math.nan
+    start = 0
+    while start < n_all:  # runs of rows under one header
+        h = rows.headers[start]
+        end = start + 1
+        while end < n_all and rows.headers[end] == h:
+            end += 1
+        header = headers[h]
+        width = len(header.columns)
+        lines = rows.cells[start:end]
+        idx = list(range(start, end))
+        commas = set(map(str.count, lines, repeat(",")))
+        if commas == {width - 1}:
+            table, stamps = _split(lines, width, header.stamp_at)
+            all_stamps.extend(stamps)
+            marks = list(map(str.strip, table[header.index_at])) if header.index_at is not None else None
+        else:
+            all_stamps.extend(_line_stamps(lines, header.stamp_at))
+            cells = []
+            ok_idx = []
+            for i, line in zip(idx, lines, strict=True):
+                c = [x.strip() for x in line.split(",")]
+                if len(c) > width and header.columns and header.columns[-1] == "gpu.processes":
+                    c = [*c[:width - 1], ",".join(c[width - 1:])]
+                if len(c) != width:
+                    dropped.append((i, f"{len(c)} fields where the header has {width}"))
+                    continue
+                cells.append(c)
+                ok_idx.append(i)
+            idx = ok_idx
+            table = list(zip(*cells, strict=True)) if cells else []
+            marks = [c[header.index_at] for c in cells] if header.index_at is not None else None
+        if marks:
+            if parser.gpu_index is None:
+                parser.gpu_index = marks[0]
+            mine = parser.gpu_index
+            if marks.count(mine) != len(marks):
+                parser.other_gpus += len(marks) - marks.count(mine)
+                keep = [x == mine for x in marks]
+                table = [list(compress(col, keep)) for col in table]
+                idx = list(compress(idx, keep))
+        m = len(idx)
+        if not m:
+            start = end
+            continue
+        seg: dict[str, list[object]] = {}
+        problems: list[tuple[int, int, str]] = []
+        for p, (pos, column, unit, conv) in enumerate(header.plan):
+            got = _column(column, unit, conv, table[pos], problems, p)
+            old = seg.get(column)
+            if old is None:
+                seg[column] = got
+            else:  # a twin column: a known value replaces, an unknown one does not
+                seg[column] = [o if g is None else g for o, g in zip(old, got, strict=True)]
+        for r, p, why in problems:
+            values_problems.append((idx[r], p, header.plan[p][1], why))
+        stamps_col = seg.get("timestamp")
+        if stamps_col is None or None in stamps_col:  # a row with no readable value at all is dropped
+            present = list(seg.values())
+            alive = [any(col[r] is not None for col in present) for r in range(m)]
+            if not all(alive):
+                dropped.extend((i, "no readable value") for i, a in zip(idx, alive, strict=True) if not a)
+                idx = list(compress(idx, alive))
+                seg = {k: list(compress(col, alive)) for k, col in seg.items()}
+                m = len(idx)
+        before = len(kept)
+        for column in COLUMNS:
+            col = seg.get(column)
+            if column == "timestamp":
+                ts.extend(col if col is not None else [None] * m)  # type: ignore[arg-type]
+                continue
+            if col is None:
+                continue
+            if column in TEXT_COLUMNS:
+                dest = raw.setdefault(column, [])
+                dest.extend([None] * (before - len(dest)))
+                dest.extend(col)
+            else:
+                dest_n = num.setdefault(column, [])
+                dest_n.extend([nan] * (before - len(dest_n)))
+                dest_n.extend(col if None not in col else [nan if v is None else v for v in col])  # type: ignore[misc]
+        kept.extend(idx)
+        start = end
+    total = len(kept)
+    for dest_n in num.values():
+        dest_n.extend([nan] * (total - len(dest_n)))
+    for dest in raw.values():
+        dest.extend([None] * (total - len(dest)))
+    lineno_of = rows.linenos
+    dropped.sort()
+    for i, why in dropped:
+        row_problems.add(why, lineno_of[i])
+    values_problems.sort()
+    for i, _p, column, why in values_problems:
+        if why == "unreadable":
+            parser.unreadable[column] = parser.unreadable.get(column, 0) + 1
+        else:
+            parser.values.add(f"{why} in column {column}", lineno_of[i])
+    parser.rows += total
+    t_all = _stamps(all_stamps)
+    t = t_all if total == n_all else array("d", map(t_all.__getitem__, kept))
+    return Block(total, t, ts, {k: array("d", v) for k, v in num.items()}, raw), t_all
+
+
+def _byte_lines(fh: BinaryIO) -> Iterator[tuple[list[bytes | None], list[int]]]:
+    """The file's lines (without the newline) a chunk at a time, with each line's byte offset; a line of
+    :data:`_MAX_LINE_BYTES` bytes or more is None (never held whole)."""
+    pending = b""
+    skipping = 0  # bytes of an over-long line read so far
+    pos = 0  # offset of the line in progress
+    while chunk := fh.read(_READ_BYTES):
+        lines: list[bytes | None] = []
+        offs: list[int] = []
+        if skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                skipping += len(chunk)
+                continue
+            lines.append(None)
+            offs.append(pos)
+            pos += skipping + cut + 1
+            skipping = 0
+            chunk = chunk[cut + 1:]
+        pieces = (pending + chunk).split(b"\n")
+        pending = pieces.pop()
+        lens = list(map(len, pieces))
+        if pieces:
+            offs.extend(accumulate((n + 1 for n in lens[:-1]), initial=pos))
+            pos = offs[-1] + lens[-1] + 1
+        if lens and max(lens) >= _MAX_LINE_BYTES:
+            pieces = [p if len(p) < _MAX_LINE_BYTES else None for p in pieces]  # type: ignore[misc]
+        lines.extend(pieces)
+        if len(pending) >= _MAX_LINE_BYTES:
+            skipping, pending = len(pending), b""
+        if lines:
+            yield lines, offs
+    if skipping or pending:
+        yield [None if skipping or len(pending) >= _MAX_LINE_BYTES else pending], [pos]
+
+
+def _stamp_cells(parser: LineParser, rows: _Rows) -> list[str | None]:
+    """The timestamp cell (stripped) of each data line, under its header (None: none)."""
+    out: list[str | None] = []
+    k, n = 0, len(rows.cells)
+    while k < n:
+        h = rows.headers[k]
+        end = k + 1
+        while end < n and rows.headers[end] == h:
+            end += 1
+        out.extend(_line_stamps(rows.cells[k:end], parser.headers[h].stamp_at))
+        k = end
+    return out
+
+
+class LogStream:
+    """A log file read as column blocks in timestamp order, in bounded memory, for logs of any length
+    (``thermal analyze``).
+
+    :meth:`blocks` yields :class:`Block` s of one read's rows (about 7,000 of a 16-column log). A log already in
+    time order (the usual case) is parsed once when the caller can start over (``on_reorder``), else after a
+    first pass that only checks the order; a newest-first or shuffled log is read in time order by seeking,
+    after a first pass that keeps only what ordering needs (timestamp, offset, header, line number: about 30
+    bytes a row). A FIFO, pipe or device is first copied to a temporary file within ``timeout_s``.
+    Iterating the stream itself gives the notes: use it after the blocks are exhausted.
     """
 
     def __init__(self, path: Path | str, timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.timeout_s = timeout_s
         self.parser = LineParser()
+        self.row_problems = _Problems()  # the rows' own (field count, nothing readable): noted after the lines'
         self.extra: list[str] = []
         self.error: str | None = None
         self.timed_out = False
 
     def __iter__(self) -> Iterator[str]:
-        yield from self.parser.notes()
+        yield from self.parser.notes(self.row_problems)
         yield from self.extra
 
     def samples(self) -> Iterator[Sample]:
+        """The rows as Samples (every column of ``COLUMNS``), in timestamp order."""
+        for blk in self.blocks():
+            nums = [(c, blk.num[c]) for c in COLUMNS if c in blk.num]
+            texts = [(c, blk.raw[c]) for c in COLUMNS if c in blk.raw]
+            for i in range(blk.n):
+                sample: Sample = dict.fromkeys(COLUMNS)
+                sample["timestamp"] = blk.ts[i]
+                for c, v in nums:
+                    x = v[i]
+                    if x == x:
+                        sample[c] = x
+                for c, t in texts:
+                    sample[c] = t[i]  # type: ignore[assignment]
+                yield sample
+
+    def blocks(self, on_reorder: Callable[[], None] | None = None) -> Iterator[Block]:
+        """The rows in timestamp order, as Blocks.
+
+        With ``on_reorder``, the log is parsed in file order at once; should it turn out not to be in time
+        order, ``on_reorder()`` is called (the caller drops what it judged) and the blocks start again from the
+        first row, in time order. Without it, a first pass checks the order before the first block.
+        """
         fh = self._open()
         if fh is None:
             return
         with fh:
-            yield from self._ordered(fh)
+            if on_reorder is not None:
+                if (yield from self._in_file_order(fh, stop_on_disorder=True)):
+                    return
+                on_reorder()
+                self._reset(fh)
+            yield from self._in_time_order(fh)
 
     def _open(self) -> BinaryIO | None:
         try:
@@ -568,63 +942,112 @@ class LogStream:
         tmp.seek(0)
         return tmp
 
-    def _ordered(self, fh: BinaryIO) -> Iterator[Sample]:
+    def _reset(self, fh: BinaryIO) -> None:
+        self.parser = LineParser()
+        self.row_problems = _Problems()
+        self.extra = [n for n in self.extra if "time order" not in n]
+        fh.seek(0)
+
+    def _data_lines(self, fh: BinaryIO) -> Iterator[_Rows]:
+        """Every line classified in file order (headers taken in, lines that are no data noted); the data lines
+        a read at a time, split, with their line numbers, headers, offsets and timestamps."""
         parser = self.parser
+        lineno = 0
+        for lines, offs in _byte_lines(fh):
+            rows = _Rows()
+            texts = b"\n".join([b"" if x is None else x for x in lines]).decode("utf-8", errors="replace").split("\n")
+            nul = "\x00" in "".join(texts)
+            header = parser.header
+            k, n = 0, len(texts)
+            while k < n:
+                # a run of plain data lines (a digit first) under the header in force: split as they are
+                if header is not None and not nul and lineno + k + 1 > 1:
+                    end = k
+                    while end < n and texts[end][:1] in _ASCII_DIGITS and lines[end] is not None:
+                        end += 1
+                    if end > k:
+                        rows.cells.extend(texts[k:end])
+                        rows.linenos.extend(range(lineno + k + 1, lineno + end + 1))
+                        rows.headers.extend([len(parser.headers) - 1] * (end - k))
+                        rows.offsets.extend(offs[k:end])
+                        k = end
+                        continue
+                num = lineno + k + 1
+                if lines[k] is None:
+                    parser.problems.add(f"longer than {_MAX_LINE_BYTES} bytes", num)
+                else:
+                    kind, cells = parser.classify(num, texts[k])
+                    header = parser.header
+                    if kind == "data":
+                        rows.cells.append(",".join(cells))
+                        rows.linenos.append(num)
+                        rows.headers.append(len(parser.headers) - 1)
+                        rows.offsets.append(offs[k])
+                k += 1
+            lineno += n
+            if rows.cells:
+                yield rows
+
+    def _in_file_order(self, fh: BinaryIO, stop_on_disorder: bool) -> Generator[Block, None, bool]:
+        """Blocks in file order; with ``stop_on_disorder``, False (and no further block) at the first row
+        earlier than one before it."""
+        last = -math.inf
+        for rows in self._data_lines(fh):
+            blk, t_all = _build(self.parser, rows, self.row_problems)
+            if stop_on_disorder:
+                known = [v for v in t_all if v == v]
+                if known and (known[0] < last or not all(map(le, known, islice(known, 1, None)))):
+                    return False
+                if known:
+                    last = max(last, known[-1])
+            yield blk
+        return True
+
+    def _in_time_order(self, fh: BinaryIO) -> Iterator[Block]:
+        """Pass 1 keeps each data line's stamp, offset, line number and header; in time order already: the
+        lines parsed in file order again; else read by seeking, in time order."""
         stamps = array("d")
         offsets = array("q")
         linenos = array("l")
         hdrs = array("l")
         last = -math.inf
         disorder = 0
-        pos = 0
-        lineno = 0
-        while raw := fh.readline(_MAX_LINE_BYTES):
-            lineno += 1
-            start, pos = pos, pos + len(raw)
-            if len(raw) == _MAX_LINE_BYTES and not raw.endswith(b"\n"):  # not a CSV row: skip it whole
-                while (more := fh.readline(_MAX_LINE_BYTES)) and not more.endswith(b"\n"):
-                    pos += len(more)
-                pos += len(more)
-                parser.problems.add(f"longer than {_MAX_LINE_BYTES} bytes", lineno)
-                continue
-            header = parser.header
-            at = header.stamp_at if header is not None else None
-            parts = raw.split(b",", at + 1) if at is not None and lineno > 1 and raw[:1].isdigit() else ()
-            if at is not None and len(parts) > at + 1:
-                # a data line under a header (it starts with a digit: no header, comment or blank), and its stamp
-                # is not its last cell: only that cell is decoded (classify would split and strip every cell)
-                t = seconds(parts[at].decode("utf-8", errors="replace"))
-            else:
-                kind, cells = parser.classify(lineno, raw.decode("utf-8", errors="replace"))
-                if kind != "data":
-                    continue
-                header = parser.header
-                at = header.stamp_at if header is not None else None
-                t = seconds(cells[at]) if at is not None and at < len(cells) else None
-            if t is None:
-                t = last  # no stamp: keeps its place after the previous stamped row
-            elif t < last:
-                disorder += 1
-            last = max(last, t)
-            stamps.append(t)
-            offsets.append(start)
-            linenos.append(lineno)
-            hdrs.append(len(parser.headers) - 1)
-        order: Iterable[int] = range(len(offsets))
-        if disorder:
-            order = sorted(order, key=stamps.__getitem__)
-            self.extra.append(_order_note(disorder))
+        for rows in self._data_lines(fh):
+            for v in _stamps(_stamp_cells(self.parser, rows)):
+                if v != v:
+                    v = last  # no stamp: keeps its place after the previous stamped row
+                elif v < last:
+                    disorder += 1
+                last = max(last, v)
+                stamps.append(v)
+            offsets.extend(rows.offsets)
+            linenos.extend(rows.linenos)
+            hdrs.extend(rows.headers)
+        if not disorder:
+            del stamps, offsets, linenos, hdrs
+            self._reset(fh)
+            yield from self._in_file_order(fh, stop_on_disorder=False)
+            return
+        order = array("q", sorted(range(len(offsets)), key=stamps.__getitem__))
         del stamps
-        headers = parser.headers
+        self.extra.append(_order_note(disorder))
+        parser = self.parser
+        rows = _Rows()
         for i in order:
             fh.seek(offsets[i])
-            raw = fh.readline().decode("utf-8", errors="replace")
-            line = raw.strip().strip("\x00")
-            if linenos[i] == 1:
-                line = line.lstrip("\ufeff")
-            sample = parser.data(linenos[i], [c.strip() for c in line.split(",")], headers[hdrs[i]])
-            if sample is not None:
-                yield sample
+            line = fh.readline().decode("utf-8", errors="replace")
+            if linenos[i] == 1 or "\x00" in line:
+                line = line.strip().strip("\x00")
+                if linenos[i] == 1:
+                    line = line.lstrip("\ufeff")
+            rows.cells.append(line.rstrip("\n"))
+            rows.linenos.append(linenos[i])
+            rows.headers.append(hdrs[i])
+            if len(rows.cells) >= BLOCK_ROWS:
+                yield _build(parser, rows, self.row_problems)[0]
+                rows = _Rows()
+        if rows.cells:
+            yield _build(parser, rows, self.row_problems)[0]
 
 
 # --------------------------------------------------------------------------- writing
