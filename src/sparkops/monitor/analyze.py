@@ -17,14 +17,17 @@ pulled well below the run's peak (thermal throttling lowers power; it does not h
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
-from operator import itemgetter
+from functools import reduce
+from itertools import compress, islice, repeat
+from operator import add, ge, itemgetter, le, sub
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -239,7 +242,7 @@ def columns(samples: Sequence[Mapping[str, Any]]) -> Block:
     return Block(len(samples), t, ts, num, raw_cols)
 
 
-def _rolling_median(carry: list[float], raw: array[float] | None, n: int, w: int) -> tuple[array[float], list[float]]:
+def _rolling_median(carry: list[float], raw: Sequence[float] | None, n: int, w: int) -> tuple[array[float], list[float]]:
     """Each value's median over the last ``w`` readings (its own and the ``carry`` before it; unknown ones left
     out), NaN where the value itself is unknown: what a deque of ``w`` and :func:`_median` give, row by row.
     Returns the medians and the carry for the next block (the last ``w - 1`` readings)."""
@@ -247,7 +250,7 @@ def _rolling_median(carry: list[float], raw: array[float] | None, n: int, w: int
     if raw is None:
         ext = carry + [_NAN] * min(n, w)
         return array("d", [_NAN]) * n, (ext[-keep:] if keep else [])
-    ext = carry + raw.tolist()
+    ext = carry + (raw if isinstance(raw, list) else list(raw))
     k = len(carry)
     total = sum(ext)
     if total == total and k == keep:  # every reading known (a NaN makes the sum NaN): medians of full windows
@@ -274,9 +277,15 @@ def _rolling_median(carry: list[float], raw: array[float] | None, n: int, w: int
     return out, (ext[-keep:] if keep else [])
 
 
-def _known(values: array[float]) -> bool:
+def _complete(values: Sequence[float]) -> bool:
+    """Every reading known (no NaN: a NaN makes the sum NaN)."""
+    total = sum(values)
+    return total == total or all(v == v for v in values)
+
+
+def _known(values: Sequence[float]) -> bool:
     """Any reading known (not NaN) in the column."""
-    return any(v == v for v in values)
+    return any(map(math.isfinite, values))
 
 
 # --------------------------------------------------------------------------- episodes
@@ -453,6 +462,20 @@ class Detector:
         times = array("d", st)
         dts = array("d", [0.0]) * n
         prev, dt = self._prev_t, self._dt
+        if _complete(st) and (prev is None or st[0] >= prev) and all(map(le, st, islice(st, 1, None))):
+            # every row stamped, none earlier than the one before: the stamps are the times
+            steps = list(map(sub, islice(st, 1, None), st))
+            if prev is not None:
+                steps.insert(0, st[0] - prev)
+            if not steps or min(steps) > 0:  # the interval in force: each step, clamped
+                clamped = map(min, map(max, steps, repeat(0.001)), repeat(3600.0))
+                dts = array("d", clamped) if prev is not None else array("d", [dt, *clamped])
+                self._prev_t, self._dt = st[n - 1], dts[n - 1]
+                if self._stamped_first is None:
+                    self._stamped_first = st[0]
+                self._stamped_last = st[n - 1]
+                self._stamped_n += n
+                return array("d", st), dts
         first, last, stamped, unstamped = self._stamped_first, self._stamped_last, 0, 0
         for i in range(n):
             t = st[i]
@@ -491,8 +514,11 @@ class Detector:
         c = self.c
         n = blk.n
         temps, powers, clocks, utils = sm["temp"], sm["power"], sm["clock"], sm["util"]
-        self._utils.extend(v for v in utils if v == v)
-        self._powers_all.extend(v for v in powers if v == v)
+        full = [_complete(col) for col in (temps, powers, clocks, utils)]
+        self._utils.extend(utils if full[3] else [v for v in utils if v == v])
+        self._powers_all.extend(powers if full[1] else [v for v in powers if v == v])
+        if all(full) and self._steady_g4(times, dts, temps, powers, clocks, utils, pt):
+            return
         gb10 = c.plateau_w is not None
         plateau_min = c.plateau_fraction * c.plateau_w if gb10 else 0.0
         kb = self.kb
@@ -632,6 +658,72 @@ class Detector:
         self._loaded_s = loaded_s
         self._clocks_seen = clocks_before or first_clock < n
 
+    def _steady_g4(self, times: array[float], dts: array[float], temps: array[float], powers: array[float],
+                   clocks: array[float], utils: array[float], pt: Callable[[int, float], _Pt]) -> bool:
+        """A block where no G4 judgment can change, judged column-wise (True), else False (the caller judges
+        it row by row). Every reading known; GB10; the run's early clock and temperature settled; no clock
+        below g4.low_clock_mhz (never the low-clock state) or fallen below the early level (never throttling);
+        temperature nowhere up by climb_c over its window (never rising); at the plateau all along with its
+        event open, or nowhere near it with nothing pending."""
+        c = self.c
+        n = len(times)
+        if c.plateau_w is None or len(self._ref_clock) < c.ref_samples or len(self._ref_temp) < c.ref_samples:
+            return False
+        ep_low, ep_plat = self._ep["low-clock-state"], self._ep["power-plateau"]
+        ep_thr, ep_rise = self._ep["throttling"], self._ep["rising-temperature"]
+        if not (ep_low.idle() and ep_thr.idle() and ep_rise.idle()):
+            return False
+        low_clock = min(clocks)
+        ref_clock = _median(self._ref_clock)
+        if low_clock < self.kb.thresholds.g4.low_clock_mhz or low_clock <= ref_clock * (1.0 - c.clock_drop):  # type: ignore[operator]
+            return False
+        tq = self._temps
+        floor = min(min(temps), tq[0][1]) if tq else min(temps)
+        if max(temps) - floor >= c.climb_c:
+            return False
+        plateau_min = c.plateau_fraction * c.plateau_w
+        low_power = min(powers)
+        if low_power >= plateau_min:
+            if ep_plat.event is None:
+                return False
+        elif max(powers) >= plateau_min or not ep_plat.idle():
+            return False
+        # nothing opens or closes: the state moves on in bulk
+        peak = max(powers)
+        self._peak_power = peak if self._peak_power is None else max(self._peak_power, peak)
+        self._clocks_seen = True
+        if min(utils) >= c.load_util:
+            self._loaded_s = reduce(add, dts, self._loaded_s)
+            self._loaded_utils.extend(utils)
+            self._loaded_powers.extend(powers)
+        else:
+            loaded = list(map(ge, utils, repeat(c.load_util)))
+            self._loaded_s = reduce(add, compress(dts, loaded), self._loaded_s)
+            self._loaded_utils.extend(compress(utils, loaded))
+            self._loaded_powers.extend(compress(powers, loaded))
+        # the temperature window: what the row-by-row deque holds after the last row (the strict suffix minima
+        # of the readings within climb_window_s of it), rebuilt from the block's tail
+        t_end = times[n - 1]
+        start = bisect_left(times, t_end - c.climb_window_s)
+        while start > 0 and t_end - times[start - 1] <= c.climb_window_s:
+            start -= 1
+        for i in range(start, n):
+            t, temp = times[i], temps[i]
+            while tq and tq[-1][1] >= temp:
+                tq.pop()
+            tq.append((t, temp))
+            while tq and t - tq[0][0] > c.climb_window_s:
+                tq.popleft()
+        if low_power >= plateau_min:  # at the plateau, its event open: every row a true one
+            if self._plateau_since is None:
+                self._plateau_since = pt(0, times[0])
+            ep_plat.trues += n
+            ep_plat.falses = 0
+            ep_plat.last_true = pt(n - 1, t_end)
+        else:
+            self._plateau_since = None
+        return True
+
     def _power_words(self, power: float, peak: float | None) -> str:
         """``power 100 W at the plateau`` only when it is; else ``power 65 W (plateau ~100 W)``."""
         level = self.c.plateau_w if self.c.plateau_w is not None else peak
@@ -665,6 +757,20 @@ class Detector:
         ep = self._ep["throttle-reason"]
         prev = self._prev_counters
         mask, floor = c.reason_mask, c.counter_growth_us
+        if ep.idle() and floor > 0 and all(_complete(col) for _k, col in counters):
+            # nothing pending: a block without a thermal bit or a counter step of floor changes nothing but
+            # the counters' last readings
+            hot = bits_col is not None and any(b & mask for b in set(bits_col) if b)
+            grew = False
+            for key, col in counters:
+                before = prev.get(key)
+                steps = map(sub, islice(col, 1, None), col)
+                if max(steps, default=-math.inf) >= floor or (before is not None and col[0] - before >= floor):
+                    grew = True
+            if not (hot or grew):
+                for key, col in counters:
+                    prev[key] = col[n - 1]
+                return
         for i in range(n):
             bits = bits_col[i] if bits_col is not None else None
             growth: dict[str, float] = {}
@@ -990,8 +1096,14 @@ def analyze_log(stream: LogStream, kb: knowledge.Knowledge | None = None,
     def restart() -> None:
         det[0] = Detector(det[0].kb, profile)
 
-    for blk in stream.blocks(on_reorder=restart):
-        det[0].feed_block(blk)
+    collecting = gc.isenabled()
+    gc.disable()  # a block is ~100,000 short-lived strings and lists with no cycles: nothing for the collector
+    try:
+        for blk in stream.blocks(on_reorder=restart):
+            det[0].feed_block(blk)
+    finally:
+        if collecting:
+            gc.enable()
     return result(det[0], stream)
 
 

@@ -494,13 +494,13 @@ class Block:
     """Rows of a log as columns, for the column-wise judge (``monitor.analyze``).
 
     ``t``: each row's timestamp in seconds (:func:`seconds`; NaN when it has none that reads); ``ts``: the
-    stamp as logged, stripped (None: missing); ``num``: the judged numeric columns, converted to their unit
-    (NaN: unknown; a column absent from the dict is unknown in every row); ``raw``: columns the judge reads
+    stamp as logged, stripped (None: missing); ``num``: the numeric columns, converted to their unit, as
+    float sequences (NaN: unknown; a column absent from the dict is unknown in every row); ``raw``: columns the judge reads
     itself (the reason bits, the GPU processes), as the Sample held them (None: unknown)."""
 
     __slots__ = ("n", "num", "raw", "t", "ts")
 
-    def __init__(self, n: int, t: array[float], ts: list[str | None], num: dict[str, array[float]],
+    def __init__(self, n: int, t: array[float], ts: list[str | None], num: dict[str, Sequence[float]],
                  raw: dict[str, list[object]]) -> None:
         self.n, self.t, self.ts, self.num, self.raw = n, t, ts, num, raw
 
@@ -566,7 +566,7 @@ def _column(column: str, unit: str, conv: tuple[float, float, float, float] | No
     (row, plan position, why)."""
     n = len(cells)
     first = cells[0]
-    if cells.count(first) == n:  # one value all along ("[N/A]", "P0", a counter that never moved)
+    if cells[-1] == first and cells[n // 2] == first and cells.count(first) == n:  # one value all along ("[N/A]", "P0", a counter that never moved)
         value, why = _cell(column, unit, conv, first)
         if why:
             problems.extend((i, at, why) for i in range(n))
@@ -776,7 +776,13 @@ def _build(parser: LineParser, rows: _Rows, row_problems: _Problems) -> tuple[Bl
     parser.rows += total
     t_all = _stamps(all_stamps)
     t = t_all if total == n_all else array("d", map(t_all.__getitem__, kept))
-    return Block(total, t, ts, {k: array("d", v) for k, v in num.items()}, raw), t_all
+    return Block(total, t, ts, num, raw), t_all
+
+
+def _all_known(values: Sequence[float]) -> bool:
+    """No NaN among the values (a NaN makes the sum NaN)."""
+    total = sum(values)
+    return total == total or all(v == v for v in values)
 
 
 def _byte_lines(fh: BinaryIO) -> Iterator[tuple[list[bytes | None], list[int]]]:
@@ -995,7 +1001,7 @@ class LogStream:
         for rows in self._data_lines(fh):
             blk, t_all = _build(self.parser, rows, self.row_problems)
             if stop_on_disorder:
-                known = [v for v in t_all if v == v]
+                known = t_all if _all_known(t_all) else [v for v in t_all if v == v]
                 if known and (known[0] < last or not all(map(le, known, islice(known, 1, None)))):
                     return False
                 if known:
