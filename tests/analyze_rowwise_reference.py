@@ -567,15 +567,15 @@ class Detector:
                 self._avail.popleft()
         why: list[str] = []
         if avail is not None and avail < c.low_available:
-            why.append(f"MemAvailable {avail / GB:.1f} GB (< {c.low_available / GB:.0f} GB)")
+            why.append(f"MemAvailable {avail / GB:.1f} GiB (< {c.low_available / GB:.0f} GiB)")
         elif avail is not None and len(self._avail) >= 2:
             trend = self._mem_trend()
             if trend:
                 why.append(trend)
         if (free is not None and free < c.cuda_free_floor and avail is not None
                 and avail >= c.low_available):
-            why.append(f"MemFree {free / GB:.1f} GB (what CUDA sees on GB10) while MemAvailable is "
-                       f"{avail / GB:.1f} GB: page cache holds the rest (drop caches between runs)")
+            why.append(f"MemFree {free / GB:.1f} GiB (what CUDA sees on GB10) while MemAvailable is "
+                       f"{avail / GB:.1f} GiB: page cache holds the rest (drop caches between runs)")
         if psi is not None and psi >= c.psi_full:
             why.append(f"PSI full avg10 {psi:.2f}%")
         if any(not w.startswith("MemAvailable falling") for w in why):
@@ -593,7 +593,7 @@ class Detector:
             ep = self._ep["swap-growth"]
             if ep.step(grown >= c.swap_growth, pt):
                 self._open("swap-growth", "G3", ep,
-                           f"swap in use grew by {grown / GB:.2f} GB to {swap / GB:.2f} GB: the pool is short",
+                           f"swap in use grew by {grown / GB:.2f} GiB to {swap / GB:.2f} GiB: the pool is short",
                            evidence={"swap.used [B]": swap, "swap_growth_bytes": grown})
 
     def _mem_trend(self) -> str | None:
@@ -616,8 +616,8 @@ class Detector:
         eta = max(0.0, a1 - c.low_available) / rate
         if eta > c.mem_horizon_s:
             return None
-        return (f"MemAvailable falling {drop / GB:.1f} GB in {span:.0f} s (now {rate * 60 / GB:.1f} GB/min), "
-                f"{a1 / GB:.1f} GB left: below {c.low_available / GB:.0f} GB in ~{eta:.0f} s at this rate")
+        return (f"MemAvailable falling {drop / GB:.1f} GiB in {span:.0f} s (now {rate * 60 / GB:.1f} GiB/min), "
+                f"{a1 / GB:.1f} GiB left: below {c.low_available / GB:.0f} GiB in ~{eta:.0f} s at this rate")
 
     def _judge_processes(self, pt: _Point, sample: Mapping[str, Any]) -> None:
         procs = processes(sample.get("gpu.processes"))
@@ -638,7 +638,7 @@ class Detector:
             name, size = procs.get(pid, ("?", 0.0))
             if ep.step(pid in procs and size > c.heavy_bytes, pt):
                 self._open("new-neighbour", "G6", ep,
-                           f"new GPU process {name} (pid {pid}) holds {size / GB:.1f} GB of {'the shared pool' if self.profile == 'gb10' else 'GPU memory'}",
+                           f"new GPU process {name} (pid {pid}) holds {size / GB:.1f} GiB of {'the shared pool' if self.profile == 'gb10' else 'GPU memory'}",
                            evidence={"pid": float(pid), "name": name, "bytes": size})
 
     # ---------------------------------------------------------------- finish
@@ -660,7 +660,7 @@ class Detector:
                     low = self._mins.get("avail")
                     ev.severity = "info"
                     ev.summary += (f" (stopped by {ev.end}, MemAvailable never below "
-                                   f"{_fmt(None if low is None else low / GB, ' GB', 1)}: a load, not a leak)")
+                                   f"{_fmt(None if low is None else low / GB, ' GiB', 1)}: a load, not a leak)")
         ranked = sorted(enumerate(self.events), key=lambda ne: (self._start_t.get(id(ne[1]), 0.0), ne[0]))
         return [e.model_copy() for _, e in ranked]
 
@@ -759,7 +759,7 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
         lines.append(f"G3 info: {first['memory-pressure'].summary}; no memory pressure at the end of the run")
     elif mem_seen:
         low = det._mins.get("avail")
-        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GB:.1f} GB)"
+        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GB:.1f} GiB)"
                                                        if low is not None else ""))
     elif det.count:
         notes.append("no memory columns in the log: G3 (memory pressure) not judged")

@@ -327,3 +327,17 @@ def test_recorded_h200_matmul_run_under_the_generic_profile():
     assert seconds("2026/12/03 06:33:00") < seconds(by["rising-temperature"].start) < seconds("2026/12/03 06:35:15")
     g = analyze_text(H200_WATCH.read_text(), profile="gb10")  # judged as a Spark, 692 W is no ~100 W cap
     assert "GB10's sustained cap" in next(e.summary for e in g.events if e.kind == "power-plateau")
+
+
+@pytest.mark.parametrize("gib,warns", [(15.9, True), (16.1, False)])
+def test_memory_thresholds_named_gb_are_gib(gib, warns):
+    """g3.low_available_warn_gb (16) is GiB, as the G3 check reads it: 16.1 GiB (17.3 GB) does not warn, 15.9 GiB
+    does, and the summary says GiB (issue 17: the judge's GB constant was 2**30 while its words said GB)."""
+    rows = [_row(i, 65, 100, 2480, 97, **{"mem.available [B]": gib * 1024**3}) for i in range(60)]
+    r = analyze(rows)
+    pressure = [e for e in r.events if e.kind == "memory-pressure"]
+    assert bool(pressure) is warns
+    if warns:
+        assert f"MemAvailable {gib:.1f} GiB (< 16 GiB)" in pressure[0].summary
+    else:
+        assert f"G3 pass: no memory pressure (MemAvailable never below {gib:.1f} GiB)" in r.verdict

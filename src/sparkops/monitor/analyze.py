@@ -825,14 +825,14 @@ class Detector:
                         aq.popleft()
                 why: list[str] = []
                 if has_a and avail < c.low_available:
-                    why.append(f"MemAvailable {avail / GIB:.1f} GB (< {c.low_available / GIB:.0f} GB)")
+                    why.append(f"MemAvailable {avail / GIB:.1f} GiB (< {c.low_available / GIB:.0f} GiB)")
                 elif has_a and len(aq) >= 2:
                     trend = self._mem_trend()
                     if trend:
                         why.append(trend)
                 if has_f and free < c.cuda_free_floor and has_a and avail >= c.low_available:
-                    why.append(f"MemFree {free / GIB:.1f} GB (what CUDA sees on GB10) while MemAvailable is "
-                               f"{avail / GIB:.1f} GB: page cache holds the rest (drop caches between runs)")
+                    why.append(f"MemFree {free / GIB:.1f} GiB (what CUDA sees on GB10) while MemAvailable is "
+                               f"{avail / GIB:.1f} GiB: page cache holds the rest (drop caches between runs)")
                 if has_s and psi >= c.psi_full:
                     why.append(f"PSI full avg10 {psi:.2f}%")
                 if any(not w.startswith("MemAvailable falling") for w in why):
@@ -860,7 +860,7 @@ class Detector:
                     continue
                 if ep.step(cond, pt(i, times[i])):
                     self._open(i, "swap-growth", "G3", ep, pt(i, times[i]),
-                               f"swap in use grew by {grown / GIB:.2f} GB to {swap / GIB:.2f} GB: the pool is short",
+                               f"swap in use grew by {grown / GIB:.2f} GiB to {swap / GIB:.2f} GiB: the pool is short",
                                evidence={"swap.used [B]": swap, "swap_growth_bytes": grown})
             self._swap_min = smin
 
@@ -884,8 +884,8 @@ class Detector:
         eta = max(0.0, a1 - c.low_available) / rate
         if eta > c.mem_horizon_s:
             return None
-        return (f"MemAvailable falling {drop / GIB:.1f} GB in {span:.0f} s (now {rate * 60 / GIB:.1f} GB/min), "
-                f"{a1 / GIB:.1f} GB left: below {c.low_available / GIB:.0f} GB in ~{eta:.0f} s at this rate")
+        return (f"MemAvailable falling {drop / GIB:.1f} GiB in {span:.0f} s (now {rate * 60 / GIB:.1f} GiB/min), "
+                f"{a1 / GIB:.1f} GiB left: below {c.low_available / GIB:.0f} GiB in ~{eta:.0f} s at this rate")
 
     # ---------------------------------------------------------------- G6
     def _judge_processes(self, blk: Block, times: array[float], pt: Callable[[int, float], _Pt]) -> None:
@@ -923,7 +923,7 @@ class Detector:
                 if ep.step(cond, pt(i, times[i])):
                     where = "the shared pool" if self.profile == "gb10" else "GPU memory"
                     self._open(i, "new-neighbour", "G6", ep, pt(i, times[i]),
-                               f"new GPU process {name} (pid {pid}) holds {size / GIB:.1f} GB of {where}",
+                               f"new GPU process {name} (pid {pid}) holds {size / GIB:.1f} GiB of {where}",
                                evidence={"pid": float(pid), "name": name, "bytes": size})
 
     # ---------------------------------------------------------------- finish
@@ -945,7 +945,7 @@ class Detector:
                     low = self._mins.get("avail")
                     ev.severity = "info"
                     ev.summary += (f" (stopped by {ev.end}, MemAvailable never below "
-                                   f"{_fmt(None if low is None else low / GIB, ' GB', 1)}: a load, not a leak)")
+                                   f"{_fmt(None if low is None else low / GIB, ' GiB', 1)}: a load, not a leak)")
         ranked = sorted(enumerate(self.events), key=lambda ne: (self._start_t.get(id(ne[1]), 0.0), ne[0]))
         return [e.model_copy() for _, e in ranked]
 
@@ -1044,7 +1044,7 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
         lines.append(f"G3 info: {first['memory-pressure'].summary}; no memory pressure at the end of the run")
     elif mem_seen:
         low = det._mins.get("avail")
-        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GIB:.1f} GB)"
+        lines.append("G3 pass: no memory pressure" + (f" (MemAvailable never below {low / GIB:.1f} GiB)"
                                                        if low is not None else ""))
     elif det.count:
         notes.append("no memory columns in the log: G3 (memory pressure) not judged")
