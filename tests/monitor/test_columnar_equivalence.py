@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 import analyze_rowwise_reference as ref
 from sparkops import knowledge
 from sparkops.checks.g04_thermal_power import low_clock_state
+from sparkops.monitor import analyze as analyze_module
+from sparkops.monitor import csvlog
 from sparkops.monitor.analyze import Detector, analyze, analyze_blocks, analyze_log, analyze_text
 from sparkops.monitor.csvlog import LogStream, read_log
 
@@ -89,6 +92,7 @@ _HEADERS = {
 # per regime: temperature °C, power W, clock MHz, util %, reason bits, MemAvailable GiB, swap GiB
 _REGIMES = {
     "idle": (40, 8, 600, 0, 0, 100, 0.0),
+    "steady": (72, 100, 2500, 97, 0, 90, 0.0),  # a long quiet plateau: judged in bulk, block by block
     "plateau": (72, 100, 2500, 97, 0, 90, 0.0),
     "hot": (92, 100, 1900, 98, 0x20, 60, 0.1),
     "climb": (60, 101, 2480, 96, 0, 40, 0.5),
@@ -141,6 +145,7 @@ def logs(draw):
         cols.append("power.draw [W]")
         headers.append("power.draw.instant [W]")
     segments = draw(st.lists(st.tuples(st.sampled_from(sorted(_REGIMES)), st.integers(1, 90)), min_size=1, max_size=6))
+    segments = [(r, k * 3 if r == "steady" else k) for r, k in segments]
     bad_rate = draw(st.sampled_from([0.0, 0.0, 0.01, 0.05]))
     lines = [", ".join(headers)] if draw(st.integers(0, 9)) else []
     t, counter_sw, counter_hw = 0.0, 0.0, 0.0
@@ -150,7 +155,8 @@ def logs(draw):
             t += rnd.choice([1.0, 1.0, 1.0, 0.5, 2.0, 30.0]) if rnd.random() < 0.2 else 1.0
             counter_sw += 30_000 if bits & 0x20 else 0
             counter_hw += 2_000 if bits & 0x40 else 0
-            vals = {"temperature.gpu": temp + rnd.uniform(-2, 2) + (k * 0.2 if regime == "climb" else 0),
+            noise = 0.4 if regime == "steady" else 2
+            vals = {"temperature.gpu": temp + rnd.uniform(-noise, noise) + (k * 0.2 if regime == "climb" else 0),
                     "power.draw [W]": power + rnd.uniform(-3, 3), "clocks.sm [MHz]": clock + rnd.uniform(-60, 60),
                     "utilization.gpu [%]": min(100, max(0, util + rnd.uniform(-3, 3))),
                     "clocks_event_reasons.active": bits if rnd.random() < 0.9 else 0,
@@ -206,3 +212,43 @@ def test_the_single_pass_with_restart_judges_as_before(text, profile, tmp_path_f
     path = tmp_path_factory.mktemp("log") / "log.csv"
     path.write_text(text)
     _same(analyze_log(LogStream(path), KB, profile), _stream_old(path, profile))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=logs(), profile=st.sampled_from(["gb10", "generic"]), read=st.sampled_from([64, 300, 4096]),
+       rows=st.sampled_from([1, 7, 50]))
+def test_small_blocks_judged_as_before(text, profile, read, rows, tmp_path_factory):
+    """Reads of a few hundred bytes (lines cut across reads) and blocks of a few rows (the judgment carried from
+    block to block, steady blocks judged in bulk) decide what one row at a time decided."""
+    path = tmp_path_factory.mktemp("log") / "log.csv"
+    path.write_text(text)
+    with mock.patch.object(csvlog, "_READ_BYTES", read), mock.patch.object(csvlog, "BLOCK_ROWS", rows), \
+            mock.patch.object(analyze_module, "_BLOCK_ROWS", rows):
+        _same(analyze_log(LogStream(path), KB, profile), _stream_old(path, profile))
+        _same(analyze_blocks(LogStream(path).blocks(), KB, profile, notes=[]), _stream_old_no_notes(path, profile))
+        _same(analyze_text(text, KB, profile), ref.analyze_text(text, KB, profile))
+
+
+def _stream_old_no_notes(path: Path, profile: str):
+    return ref.analyze(ref.LogStream(path).samples(), KB, profile, notes=[])
+
+
+def test_a_steady_stretch_is_judged_in_bulk():
+    """The bulk path is taken (it is what makes a million rows fast) and decides what row by row decides."""
+    lines = (THERMAL / "gb10_normal_plateau.csv").read_text().splitlines()
+    body = [ln.split(", ", 1)[1] for ln in lines[1:]]
+    rows = [lines[0]] + [f"2025/11/24 {20 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000, {body[i % len(body)]}"
+                         for i in range(3000)]
+    text = "\n".join(rows) + "\n"
+    calls = []
+    real = analyze_module.Detector._steady_g4
+
+    def spy(self, *a, **k):
+        calls.append(real(self, *a, **k))
+        return calls[-1]
+
+    with mock.patch.object(analyze_module, "_BLOCK_ROWS", 200), \
+            mock.patch.object(analyze_module.Detector, "_steady_g4", spy):
+        new = analyze_text(text, KB)
+    assert sum(calls) >= 10
+    _same(new, ref.analyze_text(text, KB))

@@ -277,6 +277,37 @@ def _rolling_median(carry: list[float], raw: Sequence[float] | None, n: int, w: 
     return out, (ext[-keep:] if keep else [])
 
 
+class _Smoothed:
+    """A block's rolling medians, each column computed when first asked for (a steady block needs few)."""
+
+    def __init__(self, raw: dict[str, Sequence[float] | None], carry: dict[str, list[float]], n: int, w: int) -> None:
+        self.raw, self.carry, self.n, self.w = raw, carry, n, w
+        self._done: dict[str, array[float]] = {}
+
+    def __getitem__(self, key: str) -> array[float]:
+        got = self._done.get(key)
+        if got is None:
+            got = self._done[key] = _rolling_median(self.carry[key], self.raw[key], self.n, self.w)[0]
+        return got
+
+    def bounds(self, key: str) -> tuple[float, float] | None:
+        """The lowest and highest rolling median of the block, bounded without computing them: (a value at most
+        the lowest, a value at least the highest), from the order statistics of short stretches; None when the
+        window is even or a reading is unknown (the caller computes the medians)."""
+        raw, carry, w, n = self.raw[key], self.carry[key], self.w, self.n
+        if raw is None or w % 2 == 0 or len(carry) != w - 1 or not (_complete(raw) and _complete(carry)):
+            return None
+        ext = carry + (raw if isinstance(raw, list) else list(raw))
+        r = w // 2
+        lo, hi = math.inf, -math.inf
+        span = 128  # windows starting in one stretch lie within it and the w - 1 readings after it
+        for a in range(0, n, span):
+            part = sorted(ext[a:a + span + w - 1])
+            lo = min(lo, part[r])  # a window's median is at least its (r+1)-th smallest, so at least this
+            hi = max(hi, part[-1 - r])
+        return lo, hi
+
+
 def _complete(values: Sequence[float]) -> bool:
     """Every reading known (no NaN: a NaN makes the sum NaN)."""
     total = sum(values)
@@ -380,11 +411,13 @@ class Detector:
         self._baseline_pids: set[int] | None = None
         self._proc_eps: dict[int, _Episode] = {}
         # whole-run readings for the medians the verdict quotes: packed doubles (8 bytes a sample)
-        self._utils = array("d")
-        self._powers_all = array("d")
+        # whole-run readings for the medians the verdict may quote (utilisation and power, as read: 8 bytes a
+        # sample each, NaN unknown; loaded or not, 1 byte), smoothed only when the verdict asks (_series)
+        self._util_raw = array("d")
+        self._power_raw = array("d")
+        self._loaded_rows = bytearray()
+        self._whole: tuple[array[float], array[float], array[float], array[float]] | None = None
         self._loaded_s = 0.0
-        self._loaded_utils = array("d")
-        self._loaded_powers = array("d")
         self._mins: dict[str, float] = {}
         self._mem_hard = False  # memory pressure seen beyond a falling trend (low, page cache, PSI)
         ep = _Episode
@@ -440,11 +473,22 @@ class Detector:
             self._first_pt = pt(0, times[0])
         self._last_pt = pt(n - 1, times[n - 1])
         w = self.c.window
-        sm: dict[str, array[float]] = {}
-        for key, col in _SMOOTHED:
-            sm[key], self._carry[key] = _rolling_median(self._carry[key], blk.num.get(col), n, w)
-            if key not in self._seen and _known(sm[key]):
-                self._seen.add(key)
+        keep = w - 1
+        raws = {key: blk.num.get(col) for key, col in _SMOOTHED}
+        sm = _Smoothed(raws, dict(self._carry), n, w)
+        for key, raw in raws.items():
+            carry = self._carry[key]
+            if raw is None:
+                tail = carry + [_NAN] * min(n, w)
+            else:
+                tail = carry + list(raw[-keep:] if keep else [])
+                if key not in self._seen and _known(raw):  # a median is known where its own reading is
+                    self._seen.add(key)
+            self._carry[key] = tail[-keep:] if keep else []
+        nan_block = array("d", [_NAN]) * n
+        self._util_raw.extend(raws["util"] if raws["util"] is not None else nan_block)
+        self._power_raw.extend(raws["power"] if raws["power"] is not None else nan_block)
+        self._whole = None
         self._opened = []
         self._judge_g4(blk, times, dts, sm, pt)
         self._judge_reasons(blk, times, pt)
@@ -508,17 +552,35 @@ class Detector:
         self._start_t[id(ev)] = start[0]
         return ev
 
+    def _series(self) -> tuple[array[float], array[float], array[float], array[float]]:
+        """The run's smoothed utilisation and power (known ones), and those of the loaded samples."""
+        if self._whole is None:
+            utils, powers, lu, lp = array("d"), array("d"), array("d"), array("d")
+            cu: list[float] = []
+            cp: list[float] = []
+            w, size = self.c.window, 1 << 16
+            for a in range(0, len(self._util_raw), size):
+                part_u, part_p = self._util_raw[a:a + size], self._power_raw[a:a + size]
+                m = len(part_u)
+                su, cu = _rolling_median(cu, part_u, m, w)
+                sp, cp = _rolling_median(cp, part_p, m, w)
+                loaded = self._loaded_rows[a:a + size]
+                utils.extend(v for v in su if v == v)
+                powers.extend(v for v in sp if v == v)
+                lu.extend(v for v, ld in zip(su, loaded, strict=True) if ld and v == v)
+                lp.extend(v for v, ld in zip(sp, loaded, strict=True) if ld and v == v)
+            self._whole = (utils, powers, lu, lp)
+        return self._whole
+
     # ---------------------------------------------------------------- G4
-    def _judge_g4(self, blk: Block, times: array[float], dts: array[float], sm: dict[str, array[float]],
+    def _judge_g4(self, blk: Block, times: array[float], dts: array[float], sm: _Smoothed,
                   pt: Callable[[int, float], _Pt]) -> None:
         c = self.c
         n = blk.n
-        temps, powers, clocks, utils = sm["temp"], sm["power"], sm["clock"], sm["util"]
-        full = [_complete(col) for col in (temps, powers, clocks, utils)]
-        self._utils.extend(utils if full[3] else [v for v in utils if v == v])
-        self._powers_all.extend(powers if full[1] else [v for v in powers if v == v])
-        if all(full) and self._steady_g4(times, dts, temps, powers, clocks, utils, pt):
+        if self._steady_g4(times, dts, sm, pt):
             return
+        temps, powers, clocks, utils = sm["temp"], sm["power"], sm["clock"], sm["util"]
+        loaded_rows = self._loaded_rows
         gb10 = c.plateau_w is not None
         plateau_min = c.plateau_fraction * c.plateau_w if gb10 else 0.0
         kb = self.kb
@@ -531,7 +593,6 @@ class Detector:
         ref_clock = _median(ref_clock_l) if len(ref_clock_l) >= min(3, c.ref_samples) else None
         ref_temp = _median(ref_temp_l) if ref_temp_l else None
         loaded_s = self._loaded_s
-        loaded_utils, loaded_powers = self._loaded_utils, self._loaded_powers
         seen = self._seen
         # "clock" in _seen from the first row that had one: before it, rows are judged without clocks
         first_clock = next((i for i, v in enumerate(clocks) if v == v), n) if "clock" in seen else n
@@ -561,12 +622,9 @@ class Detector:
                 loaded = power >= c.load_power_w
             else:
                 loaded = peak is not None and power >= c.plateau_fraction * peak
+            loaded_rows.append(loaded)
             if loaded:
                 loaded_s += dts[i]
-                if has_u:
-                    loaded_utils.append(util)
-                if has_p:
-                    loaded_powers.append(power)
                 if has_c and len(ref_clock_l) < c.ref_samples:
                     ref_clock_l.append(clock)
                     ref_clock = _median(ref_clock_l) if len(ref_clock_l) >= min(3, c.ref_samples) else None
@@ -658,13 +716,14 @@ class Detector:
         self._loaded_s = loaded_s
         self._clocks_seen = clocks_before or first_clock < n
 
-    def _steady_g4(self, times: array[float], dts: array[float], temps: array[float], powers: array[float],
-                   clocks: array[float], utils: array[float], pt: Callable[[int, float], _Pt]) -> bool:
+    def _steady_g4(self, times: array[float], dts: array[float], sm: _Smoothed,
+                   pt: Callable[[int, float], _Pt]) -> bool:
         """A block where no G4 judgment can change, judged column-wise (True), else False (the caller judges
         it row by row). Every reading known; GB10; the run's early clock and temperature settled; no clock
         below g4.low_clock_mhz (never the low-clock state) or fallen below the early level (never throttling);
         temperature nowhere up by climb_c over its window (never rising); at the plateau all along with its
-        event open, or nowhere near it with nothing pending."""
+        event open, or nowhere near it with nothing pending. Decided on bounds of the medians where they
+        suffice, so most steady blocks compute none."""
         c = self.c
         n = len(times)
         if c.plateau_w is None or len(self._ref_clock) < c.ref_samples or len(self._ref_temp) < c.ref_samples:
@@ -673,48 +732,54 @@ class Detector:
         ep_thr, ep_rise = self._ep["throttling"], self._ep["rising-temperature"]
         if not (ep_low.idle() and ep_thr.idle() and ep_rise.idle()):
             return False
-        low_clock = min(clocks)
+        bounds = {k: sm.bounds(k) for k in ("clock", "temp", "power", "util")}
+        if any(b is None for b in bounds.values()):
+            return False
+        (low_clock, _hc), (low_t, high_t) = bounds["clock"], bounds["temp"]  # type: ignore[misc]
+        (low_p, high_p), (low_u, _hu) = bounds["power"], bounds["util"]  # type: ignore[misc]
         ref_clock = _median(self._ref_clock)
         if low_clock < self.kb.thresholds.g4.low_clock_mhz or low_clock <= ref_clock * (1.0 - c.clock_drop):  # type: ignore[operator]
             return False
         tq = self._temps
-        floor = min(min(temps), tq[0][1]) if tq else min(temps)
-        if max(temps) - floor >= c.climb_c:
+        floor = min(low_t, tq[0][1]) if tq else low_t
+        if high_t - floor >= c.climb_c:
             return False
         plateau_min = c.plateau_fraction * c.plateau_w
-        low_power = min(powers)
-        if low_power >= plateau_min:
+        at_plateau = low_p >= plateau_min
+        if at_plateau:
             if ep_plat.event is None:
                 return False
-        elif max(powers) >= plateau_min or not ep_plat.idle():
+        elif high_p >= plateau_min or not ep_plat.idle():
             return False
         # nothing opens or closes: the state moves on in bulk
-        peak = max(powers)
-        self._peak_power = peak if self._peak_power is None else max(self._peak_power, peak)
+        if self._peak_power is None or high_p > self._peak_power:
+            peak = max(sm["power"])
+            self._peak_power = peak if self._peak_power is None else max(self._peak_power, peak)
         self._clocks_seen = True
-        if min(utils) >= c.load_util:
+        if low_u >= c.load_util:
             self._loaded_s = reduce(add, dts, self._loaded_s)
-            self._loaded_utils.extend(utils)
-            self._loaded_powers.extend(powers)
+            self._loaded_rows.extend(b"\x01" * n)
         else:
-            loaded = list(map(ge, utils, repeat(c.load_util)))
+            loaded = list(map(ge, sm["util"], repeat(c.load_util)))
             self._loaded_s = reduce(add, compress(dts, loaded), self._loaded_s)
-            self._loaded_utils.extend(compress(utils, loaded))
-            self._loaded_powers.extend(compress(powers, loaded))
+            self._loaded_rows.extend(loaded)
         # the temperature window: what the row-by-row deque holds after the last row (the strict suffix minima
         # of the readings within climb_window_s of it), rebuilt from the block's tail
         t_end = times[n - 1]
         start = bisect_left(times, t_end - c.climb_window_s)
         while start > 0 and t_end - times[start - 1] <= c.climb_window_s:
             start -= 1
+        w = sm.w
+        ext = sm.carry["temp"] + list(sm.raw["temp"])  # type: ignore[arg-type]
+        tail, _ = _rolling_median(ext[start:start + w - 1], ext[start + w - 1:], n - start, w)
         for i in range(start, n):
-            t, temp = times[i], temps[i]
+            t, temp = times[i], tail[i - start]
             while tq and tq[-1][1] >= temp:
                 tq.pop()
             tq.append((t, temp))
             while tq and t - tq[0][0] > c.climb_window_s:
                 tq.popleft()
-        if low_power >= plateau_min:  # at the plateau, its event open: every row a true one
+        if at_plateau:  # at the plateau, its event open: every row a true one
             if self._plateau_since is None:
                 self._plateau_since = pt(0, times[0])
             ep_plat.trues += n
@@ -801,14 +866,14 @@ class Detector:
                                      **{f"{k}_growth_us": g for k, g in growth.items()}})
 
     # ---------------------------------------------------------------- G3
-    def _judge_memory(self, blk: Block, times: array[float], sm: dict[str, array[float]],
+    def _judge_memory(self, blk: Block, times: array[float], sm: _Smoothed,
                       pt: Callable[[int, float], _Pt]) -> None:
         c = self.c
         n = blk.n
-        avails, frees, psis = sm["avail"], sm["free"], sm["psi"]
-        have = [k for k in ("avail", "free", "psi") if k in self._seen and _known(sm[k])]
+        have = [k for k in ("avail", "free", "psi") if (raw := sm.raw[k]) is not None and _known(raw)]
         swaps = blk.num.get("swap.used [B]")
         if have:
+            avails, frees, psis = sm["avail"], sm["free"], sm["psi"]
             ep = self._ep["memory-pressure"]
             aq = self._avail
             low_avail = self._mins.get("avail")
@@ -934,8 +999,8 @@ class Detector:
             if why:
                 ev = Event(gotcha="G4", kind="insufficient-load", start=self._first_ts(),
                            end=self._last_ts(), summary=why, severity="info",
-                           evidence={"median_util_pct": _median(self._utils),
-                                     "median_power_w": _median(self._powers_all),
+                           evidence={"median_util_pct": _median(self._series()[0]),
+                                     "median_power_w": _median(self._series()[1]),
                                      "loaded_s": round(self._loaded_s, 1)})
                 self.events.append(ev)
                 self._start_t[id(ev)] = self._first_pt[0] if self._first_pt else 0.0
@@ -962,7 +1027,7 @@ class Detector:
         c = self.c
         if any(e.kind in _G4_JUDGED for e in self.events) or self._loaded_s >= c.verdict_min_s:
             return None
-        mu, mp = _median(self._utils), _median(self._powers_all)
+        mu, mp = _median(self._series()[0]), _median(self._series()[1])
         loaded = f"~{self._loaded_s:.0f} s under load"
         if mu is not None and mu < c.load_util:
             return (f"too little load to judge G4: median utilisation {mu:.0f}% (< {c.load_util:.0f}%), "
@@ -1019,8 +1084,9 @@ def _verdict(det: Detector, events: list[Event]) -> tuple[list[str], list[str]]:
         clocks = "with stable clocks" if "clock" in det._seen else "(clocks not logged)"
         lines.append(f"G4 info: normal sustained power plateau {clocks}: the platform's cap, not a bug")
     elif det.count:  # medians over the loaded samples: idle stretches around the load do not count
-        mu = _median(det._loaded_utils or det._utils)
-        mp = _median(det._loaded_powers or det._powers_all)
+        utils, powers, loaded_utils, loaded_powers = det._series()
+        mu = _median(loaded_utils or utils)
+        mp = _median(loaded_powers or powers)
         lines.append(f"G4 info: under load (median util {_fmt(mu, '%')}, power {_fmt(mp, ' W')}) "
                      "without reaching the power plateau; no throttling seen")
     if "insufficient-load" not in kinds and det.count and det._loaded_s < c.verdict_min_s:
