@@ -585,7 +585,7 @@ def _column(column: str, unit: str, conv: tuple[float, float, float, float] | No
         read = {c: _cell(column, unit, conv, c) for c in distinct}
         if any(why for _v, why in read.values()):
             problems.extend((i, at, why) for i, c in enumerate(cells) if (why := read[c][1]))
-        return [read[c][0] for c in cells]
+        return list(map({c: v for c, (v, _why) in read.items()}.__getitem__, cells))
     if numeric:  # a unit in every cell ("105.21 W"): the same unit cut off
         m = _NUMBER.match(cells[0].strip())
         suffix = m.group(2) if m else ""
@@ -610,10 +610,9 @@ def _stamps(ts: list[str | None]) -> array[float]:
     n = len(ts)
     if n and None not in ts:
         heads = [s[:17] for s in ts]  # type: ignore[index]
-        rest = [s[17:] for s in ts]  # type: ignore[index]
-        secs = [r[:2] for r in rest]
-        fracs = [r[3:] for r in rest]
-        dots = "".join([r[2:3] for r in rest])
+        secs = [s[17:19] for s in ts]  # type: ignore[index]
+        fracs = [s[20:] for s in ts]  # type: ignore[index]
+        dots = "".join([s[19:20] for s in ts])  # type: ignore[index]
         joined = "".join(secs) + "".join(fracs)
         lens = set(map(len, fracs))
         if (dots == "." * n and joined.isdigit() and joined.isascii() and len(lens) == 1 and 0 < min(lens) <= 9
@@ -755,7 +754,12 @@ def _build(parser: LineParser, rows: _Rows, row_problems: _Problems) -> tuple[Bl
             else:
                 dest_n = num.setdefault(column, [])
                 dest_n.extend([nan] * (before - len(dest_n)))
-                dest_n.extend(col if None not in col else [nan if v is None else v for v in col])  # type: ignore[misc]
+                if None not in col:
+                    dest_n.extend(col)  # type: ignore[arg-type]
+                elif col.count(None) == len(col):
+                    dest_n.extend([nan] * len(col))
+                else:
+                    dest_n.extend([nan if v is None else v for v in col])  # type: ignore[misc]
         kept.extend(idx)
         start = end
     total = len(kept)
@@ -785,9 +789,9 @@ def _all_known(values: Sequence[float]) -> bool:
     return total == total or all(v == v for v in values)
 
 
-def _byte_lines(fh: BinaryIO) -> Iterator[tuple[list[bytes | None], list[int]]]:
-    """The file's lines (without the newline) a chunk at a time, with each line's byte offset; a line of
-    :data:`_MAX_LINE_BYTES` bytes or more is None (never held whole)."""
+def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes | None], list[int]]]:
+    """The file's lines (without the newline) a chunk at a time, with each line's byte offset (``offsets``); a
+    line of :data:`_MAX_LINE_BYTES` bytes or more is None (never held whole)."""
     pending = b""
     skipping = 0  # bytes of an over-long line read so far
     pos = 0  # offset of the line in progress
@@ -808,8 +812,9 @@ def _byte_lines(fh: BinaryIO) -> Iterator[tuple[list[bytes | None], list[int]]]:
         pending = pieces.pop()
         lens = list(map(len, pieces))
         if pieces:
-            offs.extend(accumulate((n + 1 for n in lens[:-1]), initial=pos))
-            pos = offs[-1] + lens[-1] + 1
+            if offsets:
+                offs.extend(accumulate((n + 1 for n in lens[:-1]), initial=pos))
+            pos += sum(lens) + len(lens)
         if lens and max(lens) >= _MAX_LINE_BYTES:
             pieces = [p if len(p) < _MAX_LINE_BYTES else None for p in pieces]  # type: ignore[misc]
         lines.extend(pieces)
@@ -954,12 +959,12 @@ class LogStream:
         self.extra = [n for n in self.extra if "time order" not in n]
         fh.seek(0)
 
-    def _data_lines(self, fh: BinaryIO) -> Iterator[_Rows]:
+    def _data_lines(self, fh: BinaryIO, offsets: bool = False) -> Iterator[_Rows]:
         """Every line classified in file order (headers taken in, lines that are no data noted); the data lines
         a read at a time, split, with their line numbers, headers, offsets and timestamps."""
         parser = self.parser
         lineno = 0
-        for lines, offs in _byte_lines(fh):
+        for lines, offs in _byte_lines(fh, offsets):
             rows = _Rows()
             texts = b"\n".join([b"" if x is None else x for x in lines]).decode("utf-8", errors="replace").split("\n")
             nul = "\x00" in "".join(texts)
@@ -975,7 +980,8 @@ class LogStream:
                         rows.cells.extend(texts[k:end])
                         rows.linenos.extend(range(lineno + k + 1, lineno + end + 1))
                         rows.headers.extend([len(parser.headers) - 1] * (end - k))
-                        rows.offsets.extend(offs[k:end])
+                        if offsets:
+                            rows.offsets.extend(offs[k:end])
                         k = end
                         continue
                 num = lineno + k + 1
@@ -988,7 +994,8 @@ class LogStream:
                         rows.cells.append(",".join(cells))
                         rows.linenos.append(num)
                         rows.headers.append(len(parser.headers) - 1)
-                        rows.offsets.append(offs[k])
+                        if offsets:
+                            rows.offsets.append(offs[k])
                 k += 1
             lineno += n
             if rows.cells:
@@ -1018,7 +1025,7 @@ class LogStream:
         hdrs = array("l")
         last = -math.inf
         disorder = 0
-        for rows in self._data_lines(fh):
+        for rows in self._data_lines(fh, offsets=True):
             for v in _stamps(_stamp_cells(self.parser, rows)):
                 if v != v:
                     v = last  # no stamp: keeps its place after the previous stamped row
