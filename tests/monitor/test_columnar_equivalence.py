@@ -10,6 +10,7 @@ verdict, notes, sample count, duration) equals the reference's.
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 from unittest import mock
 
@@ -252,3 +253,14 @@ def test_a_steady_stretch_is_judged_in_bulk():
         new = analyze_text(text, KB)
     assert sum(calls) >= 10
     _same(new, ref.analyze_text(text, KB))
+
+
+@given(keys=st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, -3.0, 1e9]), max_size=60), run=st.integers(1, 8),
+       falling=st.booleans())
+def test_the_bounded_argsort_is_the_stable_sort(keys, run, falling):
+    """Runs sorted and merged (ties by position) give what one stable sort gives; a falling log is read backwards."""
+    if falling:
+        keys = sorted(set(keys), reverse=True)
+    packed = array("d", keys)
+    with mock.patch.object(csvlog, "_SORT_RUN", run):
+        assert list(csvlog._argsort(packed)) == sorted(range(len(keys)), key=keys.__getitem__)

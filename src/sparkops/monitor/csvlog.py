@@ -15,6 +15,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import functools
+import heapq
 import math
 import os
 import re
@@ -23,9 +24,9 @@ import stat
 import tempfile
 import time
 from array import array
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, compress, islice, repeat
-from operator import add, le, mul, truediv
+from operator import add, gt, le, mul, truediv
 from pathlib import Path
 from typing import BinaryIO
 
@@ -509,6 +510,7 @@ class Block:
 _MAX_LINE_BYTES = 1 << 16  # a CSV row is a few hundred bytes; a longer "line" is not one
 _READ_BYTES = 1 << 20  # read this much at a time: a Block of about 7,000 rows of a 16-column log
 BLOCK_ROWS = 1 << 13  # rows per Block when a log is read by seeking (not in time order)
+_SORT_RUN = 1 << 16  # stamps sorted at once (as Python objects) before the sorted runs are merged
 _ASCII_DIGITS = frozenset("0123456789")
 _JUDGED_NUMERIC = ("temperature.gpu", "power.draw [W]", "clocks.sm [MHz]", "utilization.gpu [%]", "mem.available [B]",
                    "mem.free [B]", "psi.memory.full.avg10", "violation.sw_thermal [us]", "violation.hw_thermal [us]",
@@ -789,6 +791,21 @@ def _all_known(values: Sequence[float]) -> bool:
     return total == total or all(v == v for v in values)
 
 
+def _argsort(keys: array[float]) -> Iterable[int]:
+    """The indices of ``keys`` in ascending order, stable (what ``sorted(range(n), key=keys.__getitem__)`` gives),
+    holding one run's worth of Python objects at a time, not one per key: runs of 65,536 sorted and packed, then
+    merged. A log newest first (strictly falling) is just read backwards."""
+    n = len(keys)
+    if all(map(gt, keys, islice(keys, 1, None))):
+        return range(n - 1, -1, -1)
+    size = _SORT_RUN
+    runs = [array("q", sorted(range(a, min(a + size, n)), key=keys.__getitem__)) for a in range(0, n, size)]
+    if len(runs) <= 1:
+        return runs[0] if runs else []
+    merged = heapq.merge(*[zip(map(keys.__getitem__, run), run, strict=True) for run in runs])  # ties: by index
+    return (i for _key, i in merged)
+
+
 def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes | None], list[int]]]:
     """The file's lines (without the newline) a chunk at a time, with each line's byte offset (``offsets``); a
     line of :data:`_MAX_LINE_BYTES` bytes or more is None (never held whole)."""
@@ -1041,11 +1058,11 @@ class LogStream:
             self._reset(fh)
             yield from self._in_file_order(fh, stop_on_disorder=False)
             return
-        order = array("q", sorted(range(len(offsets)), key=stamps.__getitem__))
-        del stamps
+        order = _argsort(stamps)
         self.extra.append(_order_note(disorder))
         parser = self.parser
         rows = _Rows()
+        del stamps
         for i in order:
             fh.seek(offsets[i])
             line = fh.readline().decode("utf-8", errors="replace")
