@@ -1,6 +1,13 @@
 """Judge a run's samples into events (G3, G4, G6): live, one sample at a time, or on a whole log.
 
-Pure: no I/O, no clock; the numbers come from ``thresholds.monitor.analyze`` (plus the existing
+The judging works on columns: a :class:`~sparkops.monitor.csvlog.Block` of rows at a time (a log's reader
+gives them; ``watch``'s one sample is a block of one), with only aggregate state between blocks (smoothing
+windows, running extremes, episodes, trend windows), so a million-row log is judged in bounded memory; a
+block where no judgment can change is recognised on bounds and passed over in bulk. Every path decides what
+the row-by-row judge decided (tests/monitor/test_columnar_equivalence.py holds them equal).
+
+Pure: no I/O, no clock (``analyze_log`` only drives a LogStream, whose reads are its own); the numbers come
+from ``thresholds.monitor.analyze`` (plus the existing
 ``g3``/``g4``/``g6`` keys, so a threshold lives in one place). Every judgment works on rolling
 medians over a few samples and must hold for several samples in a row, so one noisy reading
 makes no event. A sample without a column simply does not feed the judgments that need it: a
