@@ -56,11 +56,16 @@ def run_child(log: Path, root: Path = ROOT, out: Path | None = None) -> tuple[fl
 
 def reader_only(log: Path) -> tuple[float, int]:
     sys.path.insert(0, str(ROOT / "src"))
+    import gc
+
     from sparkops.monitor.csvlog import LogStream
 
+    gc.disable()  # as analyze_log runs it
     t0 = time.perf_counter()
     n = sum(blk.n for blk in LogStream(log).blocks(on_reorder=lambda: None))
-    return time.perf_counter() - t0, n
+    took = time.perf_counter() - t0
+    gc.enable()
+    return took, n
 
 
 def baseline_tree(ref: str, where: Path) -> Path:
