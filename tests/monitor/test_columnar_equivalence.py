@@ -190,7 +190,7 @@ def logs(draw):
     return "\n".join(head + body) + draw(st.sampled_from(["\n", "", "\r\n"]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=logs(), profile=st.sampled_from(["gb10", "generic"]))
 def test_generated_logs_judged_as_before(text, profile, tmp_path_factory):
     _same(analyze_text(text, KB, profile), ref.analyze_text(text, KB, profile))
@@ -199,14 +199,14 @@ def test_generated_logs_judged_as_before(text, profile, tmp_path_factory):
     _same(_stream_new(path, profile), _stream_old(path, profile))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(text=logs())
 def test_generated_logs_as_sample_dicts_judged_as_before(text):
     rows, notes = read_log(text)
     _same(analyze(rows, KB, "gb10", notes), ref.analyze(rows, KB, "gb10", notes))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=logs(), profile=st.sampled_from(["gb10", "generic"]))
 def test_the_single_pass_with_restart_judges_as_before(text, profile, tmp_path_factory):
     """``thermal analyze`` parses a log once in file order and starts over only when it is not in time order."""
@@ -215,7 +215,7 @@ def test_the_single_pass_with_restart_judges_as_before(text, profile, tmp_path_f
     _same(analyze_log(LogStream(path), KB, profile), _stream_old(path, profile))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=logs(), profile=st.sampled_from(["gb10", "generic"]), read=st.sampled_from([64, 300, 4096]),
        rows=st.sampled_from([1, 7, 50]))
 def test_small_blocks_judged_as_before(text, profile, read, rows, tmp_path_factory):
