@@ -758,10 +758,9 @@ class Detector:
                 return False
         elif high_p >= plateau_min or not ep_plat.idle():
             return False
-        # nothing opens or closes: the state moves on in bulk
-        if self._peak_power is None or high_p > self._peak_power:
-            peak = max(sm["power"])
-            self._peak_power = peak if self._peak_power is None else max(self._peak_power, peak)
+        # nothing opens or closes: the state moves on in bulk. The run's peak power is not carried here: on GB10
+        # only the judgments without clocks read it (and the generic profile's), and clocks are logged here
+        # for good, so no later row reads it
         self._clocks_seen = True
         if low_u >= c.load_util:
             self._loaded_s = reduce(add, dts, self._loaded_s)
