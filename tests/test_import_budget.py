@@ -37,7 +37,7 @@ BUDGET: dict[str, tuple[list[str], frozenset[str] | None, tuple[str, ...], froze
                                                  "sparkops.report.gotcha_text"}), (), frozenset({"yaml"}), 30, 70),
     "preflight --quick": (["preflight", "--quick", "--offline", "--format", "lines"], None,
                           FEATURES + ("sparkops.bandwidth.probe",),
-                          MODELS | {"yaml", "packaging", "psutil", "pynvml", "elftools"}, 110, 290),
+                          MODELS | {"yaml", "packaging", "pynvml", "elftools"}, 110, 280),
 }
 
 DRIVER = r"""
