@@ -146,3 +146,61 @@ def test_the_worker_hands_back_values_errors_and_keeps_its_deadline():
         w.call(lambda: 1, 5.0)
     gate.set()
     w.stop()
+
+
+def test_the_csv_rows_are_the_reference_rows(tmp_path):
+    """run_sampling over a recorded root: every CSV row is what the reference reading writes (the
+    GPU cells from the one NVML reader, the memory cells from open-read-parse), header unchanged."""
+    import csv
+    from types import SimpleNamespace
+
+    from sparkops.knowledge import load
+    from sparkops.monitor import sampler as smp
+
+    class StandIn:  # a GB10 under load, answering at once
+        NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL = 1, 0, 0, 1
+
+        def nvmlInit(self): ...  # noqa: N802 - pynvml's names
+        def nvmlShutdown(self): ...  # noqa: N802
+        def nvmlDeviceGetHandleByIndex(self, i): return "h"  # noqa: N802
+        def nvmlDeviceGetName(self, h): return "NVIDIA GB10"  # noqa: N802
+        def nvmlDeviceGetTemperature(self, h, s): return 71  # noqa: N802
+        def nvmlDeviceGetPowerUsage(self, h): return 100_250  # noqa: N802
+        def nvmlDeviceGetClockInfo(self, h, c): return 2418  # noqa: N802
+        def nvmlDeviceGetUtilizationRates(self, h): return SimpleNamespace(gpu=98)  # noqa: N802
+        def nvmlDeviceGetPerformanceState(self, h): return 0  # noqa: N802
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h): return 0x20  # noqa: N802
+        def nvmlDeviceGetViolationStatus(self, h, p): return SimpleNamespace(violationTime=5_000_000)  # noqa: N802
+        def nvmlDeviceGetComputeRunningProcesses(self, h): return [SimpleNamespace(pid=7, usedGpuMemory=1 << 30)]  # noqa: N802
+        def nvmlSystemGetProcessName(self, pid): return "python"  # noqa: N802
+
+    (tmp_path / "proc" / "pressure").mkdir(parents=True)
+    (tmp_path / "proc" / "self").mkdir()
+    (tmp_path / "proc" / "self" / "smaps").write_text("KernelPageSize:        4 kB\n")
+    (tmp_path / "proc" / "buddyinfo").write_text(next(iter(sorted(RAW.glob("*.buddyinfo")))).read_text())
+    (tmp_path / "proc" / "meminfo").write_text("MemFree: 1000 kB\nMemAvailable: 2000 kB\nCached: 500 kB\n")
+    (tmp_path / "proc" / "pressure" / "memory").write_text(
+        "some avg10=1.50 avg60=0.20 avg300=0.00 total=1\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=1\n")
+    s = smp.Sampler({"SPARKOPS_ROOT": str(tmp_path)}, nvml_module=StandIn())
+    stop = threading.Event()
+    rows: list[dict] = []
+
+    def seen(row: dict) -> None:
+        rows.append(row)
+        if len(rows) >= 3:
+            stop.set()
+
+    log = tmp_path / "watch.csv"
+    assert smp.run_sampling(log, load().thresholds.monitor.sampler_min_interval_s, stop, s, on_row=seen) == 3
+    want_mem = _reference(tmp_path)
+    assert s.source == "nvml"
+    want_gpu = smp.read_nvml(s._nv, s._handle)
+    s.close()
+    assert want_gpu["power.draw [W]"] == 100.25 and want_mem["mem.free [B]"] == 1000 * 1024
+    with open(log, newline="", encoding="utf-8") as fh:
+        got = list(csv.reader(fh))
+    header, fmt = smp._formatters()
+    assert got[0] == next(csv.reader([header()]))
+    for row, line in zip(rows, got[1:], strict=True):
+        expected = {**row, **want_gpu, **want_mem}
+        assert line == next(csv.reader([fmt(expected)]))
