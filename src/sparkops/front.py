@@ -312,14 +312,14 @@ def _echo_err(line: str) -> None:
 def fast_preflight(argv: list[str]) -> int | None:
     """``preflight --quick`` without typer or rich (the lines and json formats): the exit code, or
     None when typer must handle the line. The same body as the typer command
-    (:func:`sparkops.commands.preflight_run.run`), the same failures mapped the same way as
+    (:func:`sparkops.commands._preflight_run.run`), the same failures mapped the same way as
     :func:`sparkops.cli.main`; tests compare both paths byte for byte."""
     if os.environ.get(FAST_OFF_ENV, "").strip() not in ("", "0"):
         return None
     got = quick_preflight_args(argv)
     if got is None:
         return None
-    from sparkops.commands.preflight_run import python_problem, run
+    from sparkops.commands._preflight_run import python_problem, run
 
     if python_problem(got["python"]) is not None:
         return None  # typer says it as a usage error

@@ -31,8 +31,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def check_python(python: Path | None) -> None:
-    """A mistyped --python is a usage error (exit 3), named (the rule: preflight_run.python_problem)."""
-    from sparkops.commands.preflight_run import python_problem
+    """A mistyped --python is a usage error (exit 3), named (the rule: _preflight_run.python_problem)."""
+    from sparkops.commands._preflight_run import python_problem
 
     if (problem := python_problem(python)) is not None:
         raise typer.BadParameter(problem, param_hint="--python")

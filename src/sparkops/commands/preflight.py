@@ -22,8 +22,8 @@ from sparkops.commands._common import (
     QuickOpt,
     prestart,
 )
+from sparkops.commands._preflight_run import ReportResult, run
 from sparkops.commands.contract import chosen
-from sparkops.commands.preflight_run import ReportResult, run
 from sparkops.report.formats import Format
 
 __all__ = ["ReportResult", "register"]
