@@ -6,10 +6,15 @@ Standard library only, on purpose: before typer, pydantic or rich load, it
   ``explain ID`` (from the raw catalog YAML) and ``schema NAME`` (the checked-in contract file,
   which tests keep equal to the models' schema);
 * starts what a preflight waits on longest, the target interpreter's children and NVML's first
-  init (:func:`prestart`), then hands over to the typer app in :mod:`sparkops.cli`.
+  init (:func:`prestart`);
+* runs a plain ``preflight --quick`` line (:data:`QUICK_FLAGS`, :data:`QUICK_VALUES`) straight
+  into the preflight body without typer or rich (:func:`fast_preflight`: typer and its parsing
+  cost the quick path about a quarter of a second on the device), else hands over to the typer
+  app in :mod:`sparkops.cli`.
 
 Anything it does not recognise exactly goes to typer, so usage errors, ``COMMAND --help`` and
-every option keep typer's behaviour. :data:`COMMANDS` is the one place a command is listed.
+every option keep typer's behaviour; tests compare both paths byte for byte. :data:`COMMANDS` is
+the one place a command is listed.
 """
 
 from __future__ import annotations
