@@ -401,7 +401,7 @@ class Uncertainty(_M):
     """A term of the engine's budget the inputs cannot show: what the plan assumed, and how much the
     KV pool (GiB per rank) changes over the term's range: [smaller by, larger by]."""
 
-    term: str  # sampler | cudagraph | lmcache
+    term: str  # sampler | cudagraph | lmcache | unified-non-torch
     assumed: str
     kv_change_gib: list[float]  # [low, high], low <= 0 <= high
     why: str
@@ -600,12 +600,12 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
     if choice.other:
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
         peak_alt = max(ov["forward_gib"], alt)
-        delta = ov["activation_peak"] - peak_alt  # KV grows by what the other sampler saves
+        delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
+        other = "the sorting sampler" if choice.other == "sort" else "FlashInfer's sampler"
         out.append(Uncertainty(
             term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
-            kv_change_gib=sorted([0.0, round(delta, 2)]),  # type: ignore[arg-type]
-            why=f"{choice.why}; with {'the sorting' if choice.other == 'sort' else 'FlashInfer' + chr(39) + 's'} sampler "
-                f"the peak is {alt:.2f} GiB"))
+            kv_change_gib=[min(0.0, delta), max(0.0, delta)],
+            why=f"{choice.why}; with {other} the peak is {alt:.2f} GiB"))
     if _graphs_in_budget(spec):
         lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
         g = ov["cudagraph"]
