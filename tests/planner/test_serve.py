@@ -460,7 +460,7 @@ def test_named_uncertainties_bracket_the_pool_and_say_why():
     assert set(terms) == {"sampler", "cudagraph", "unified-non-torch"}
     lo, hi = res.kv.available_range_gib
     assert lo < res.kv.available_gib <= hi
-    assert lo == pytest.approx(res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties), abs=0.011)
+    assert lo == pytest.approx(max(0.0, res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties)), abs=0.011)
     assert all(u.kv_change_gib[0] <= 0 <= u.kv_change_gib[1] and u.why for u in res.uncertainties)
     from sparkops.planner.serve_render import render_serve
 
@@ -468,6 +468,17 @@ def test_named_uncertainties_bracket_the_pool_and_say_why():
     assert "KV pool range" in text and "uncertain: unified-non-torch" in text
     pinned = _vllm("vllm serve qwen3-30b-a3b --kv-cache-memory 20G", None, spark())
     assert pinned.uncertainties == [] and pinned.kv.available_range_gib is None
+
+
+def test_a_range_that_reaches_below_zero_stops_at_zero_and_says_the_engine_would_not_start():
+    # at 0.5 of a Spark the unified-memory term alone (-31.6 GiB) is larger than the pool: no negative KV pool
+    res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.5", None, spark())
+    lo, hi = res.kv.available_range_gib
+    assert res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties) < 0
+    assert lo == 0.0 and hi >= res.kv.available_gib
+    from sparkops.planner.serve_render import render_serve
+
+    assert "at 0 the engine refuses to start" in render_serve(res)
 
 
 def test_lmcache_connector_is_read_and_named_as_unseen():

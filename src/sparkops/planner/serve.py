@@ -819,8 +819,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         longest = lo
     rng = None
     if p.uncertainties and pool is not None:
-        rng = [round(pool + sum(u.kv_change_gib[0] for u in p.uncertainties), 2),
-               round(pool + sum(u.kv_change_gib[1] for u in p.uncertainties), 2)]
+        # a pool cannot be negative: at 0 the engine refuses to start (no memory left for KV blocks)
+        rng = [max(0.0, round(pool + sum(u.kv_change_gib[0] for u in p.uncertainties), 2)),
+               max(0.0, round(pool + sum(u.kv_change_gib[1] for u in p.uncertainties), 2))]
     kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
                 available_range_gib=rng,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,

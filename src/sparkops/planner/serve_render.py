@@ -37,8 +37,10 @@ def render_serve(res: ServePlanResult) -> str:
     rows.append(("KV cache pool", _g(kv.available_gib), f"{kv.bytes_per_token:,.0f} bytes/token at {kv.dtype_bytes:g} B/elem"
                  + (f", {kv.sliding_layers} sliding-window layers" if kv.sliding_layers else "") + (", MLA" if kv.mla else "")))
     if kv.available_range_gib is not None:
-        rows.append(("KV pool range", f"{kv.available_range_gib[0]:,.2f}-{kv.available_range_gib[1]:,.2f} GiB",
-                     "over the terms this plan cannot see (below)"))
+        low, high = kv.available_range_gib
+        rows.append(("KV pool range", f"{low:,.2f} to {high:,.2f} GiB",
+                     "over the terms this plan cannot see (below)"
+                     + ("; at 0 the engine refuses to start: no memory left for KV blocks" if low <= 0 else "")))
     rows.append(("KV tokens", "-" if kv.tokens is None else f"{kv.tokens:,}", "what the engine reports as its cache size"))
     if kv.request_gib is not None:
         rows.append(("one request at full length", _g(kv.request_gib),
