@@ -45,7 +45,10 @@ ALL_SETS = ("cases", "dev", "holdout", "holdout2", "holdout3", "holdout4", "hold
 # that commit, run with today's matcher code and today's reading/calibration settings. None: today's rules
 # (holdout4 and holdout5 were never used to write or tune a rule). dev has none: the rules were written beside it.
 BLIND_RULES = {"cases": "652d036", "holdout": "0d39f2d", "holdout2": "0b2f740", "holdout3": "24794c0",
-               "holdout4": None, "holdout5": None}
+               # issue 18, third session: rules v8 were widened after reading the cases of holdout4, holdout5,
+               # holdout6 and topup8 that v7 could not reach, so from then on these are read by v7 (15f909b, the rules
+               # at that session's start, which had not seen them)
+               "holdout4": "15f909b", "holdout5": "15f909b", "holdout6": "15f909b", "topup8": "15f909b"}
 NEVER_TUNED = ("holdout4", "holdout5")  # no rule was written or tuned on these
 ANSWER_AT = 0.5  # defaults; main() takes them from the knowledge file's calibration block
 SECOND_AT = 0.5
@@ -87,7 +90,12 @@ def blind_kb(set_name: str, current: SymptomKnowledge) -> SymptomKnowledge:
     old = parse(safe_load(text))
     scoring = old.scoring.model_copy(update={"reading": current.scoring.reading,
                                              "calibration": current.scoring.calibration})
-    return old.model_copy(update={"scoring": scoring})
+    # how a pattern is read (v8 ``setup``: a configuration fact never anchors a gotcha on the failure) is today's
+    # reading too, applied to the old patterns with the same id; what they match and weigh stays the old version's
+    setup = {p.id for ps in current.patterns.values() for p in ps if p.setup}
+    patterns = {g: [p.model_copy(update={"setup": True}) if p.id in setup else p for p in ps]
+                for g, ps in old.patterns.items()}
+    return old.model_copy(update={"scoring": scoring, "patterns": patterns})
 
 
 def run(cases: list[dict], kb: SymptomKnowledge, blind: bool = False) -> None:

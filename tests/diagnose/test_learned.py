@@ -38,11 +38,12 @@ HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.
 # rules read "playbook ... fail" in its title and on a failure line; the thread's answer (the user added a flag the
 # playbook never passes) is in prose the features do not read. The holdout7 three are documentation/PR texts quoting an
 # error or a playbook, found by the blind set and left as they are (no tuning on it). Listed so any other one fails.
+# (issue 18, third session: vllm-31338 is no longer answered at p >= 0.8 after v8 and the retrained weights, so it left
+# the list; nothing was added to it.)
 KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout5/trtllm-15941-backend-tensorrt-model-map",
                                   # found by the post-freeze blind set (holdout7, scored once, never tuned on):
                                   "holdout7/comfyui-16438-readme-no-kernel-image-advice",
-                                  "holdout7/playbooks-98-transaction-foundation-model-playbook",
-                                  "holdout7/vllm-31338-doc-ptxas-gpu-name-troubleshooting"}
+                                  "holdout7/playbooks-98-transaction-foundation-model-playbook"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():
@@ -159,3 +160,51 @@ def test_the_decision_knob_switches_back_to_the_calibration_map(tmp_path):
     assert v6.learned is None and v6.scoring.decision == "calibrated"
     text = "We run two Sparks with TP=2 over ConnectX-7 and NCCL. Everything works fine, thanks!"
     assert diagnose_text(text, kb=v6).abstain_reason != diagnose_text(text).abstain_reason
+
+
+# --- where the evidence stands (issue 18, third session): "anchored" and setup patterns ------------------------------
+
+SETUP_ONLY_TP = ("Two DGX Sparks, vllm serve with --tensor-parallel-size 2 over ConnectX-7\n"
+                 "export NCCL_SOCKET_IFNAME=enp1s0f0np0\n"
+                 "ssh: connect to host spark-02 port 22: Connection timed out\n"
+                 "The launcher failed before any worker started.\n")
+TP_FAILS = ("Two DGX Sparks, vllm serve with --tensor-parallel-size 2 over ConnectX-7\n"
+            "[rank1]:[E ProcessGroupNCCL.cpp:1414] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLGATHER)\n"
+            "The server hangs during the first request.\n")
+
+
+def _candidate(text: str, gotcha: str):
+    from sparkops.diagnose.matcher import candidates, match
+    from sparkops.diagnose.text import from_text
+
+    return next((c for c in candidates(match(from_text(text, "-", KB.text_limits), KB)) if c.gotcha == gotcha), None)
+
+
+def test_tp2_in_the_setup_does_not_anchor_g10_but_a_collective_timeout_does():
+    assert any(p.setup for p in KB.patterns["G10"])  # the TP flag is a configuration fact
+    quiet = _candidate(SETUP_ONLY_TP, "G10")
+    assert quiet is not None and not quiet.anchored  # G10 is a candidate (TP=2, two Sparks), on the setup only
+    loud = _candidate(TP_FAILS, "G10")
+    assert loud is not None and loud.anchored
+    assert LM.anchored.get("G10", 0.0) > 0  # learned: a G10 failure pattern on a failure line counts for G10
+
+
+def test_where_the_tp2_stands_decides_the_g10_answer():
+    quiet = diagnose_text(SETUP_ONLY_TP)
+    assert not any(f.gotcha == "G10" and f.confidence >= HIGH for f in quiet.findings)
+    loud = diagnose_text(TP_FAILS)
+    assert loud.top == "G10" and not loud.abstained
+    g10 = {f.gotcha: f.confidence for f in loud.findings}["G10"]
+    p_quiet = max((c.confidence for c in quiet.findings + quiet.candidates if c.gotcha == "G10"), default=0.0)
+    assert g10 > p_quiet
+
+
+def test_an_anchored_candidate_feature_is_read_and_weighed_per_gotcha():
+    cands = [Candidate("G10", 3.0, ("failure",), True, False, False, False, anchored=True),
+             Candidate("G10", 3.0, ("failure",), True, False, False, False, anchored=False)]
+    f = candidate_features(cands, {}, {})
+    assert [x["anchored"] for x in f] == [1.0, 0.0]
+    weights = {"a.G10": 2.0}
+    u_on = utilities(cands[:1], {}, weights, {}, {})[0][1]
+    u_off = utilities(cands[1:], {}, weights, {}, {})[0][1]
+    assert u_on - u_off == pytest.approx(2.0)

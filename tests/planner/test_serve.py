@@ -382,7 +382,7 @@ def test_qwen2_7b_has_the_qwen2_5_7b_shapes():
 
 def test_flashinfer_sampler_on_the_launch_line_shrinks_the_profiled_sampler():
     # log vllm-dennislee-qwen2-7b-a100-80g-u025 (vLLM 0.10.1.1, "Using FlashInfer for top-p & top-k sampling"):
-    # 5.01 GiB of KV cache; the sorting sampler's 32 bytes per logit leaves 4.25, FlashInfer's 12 about 4.97
+    # 5.01 GiB of KV cache; the sorting sampler's 38 bytes per logit leaves 4.04, FlashInfer's 14 about 4.91
     shape = serve.resolve_shape("Qwen/Qwen2-7B-Instruct")
     m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A100 80GB")
     line = "vllm serve Qwen/Qwen2-7B-Instruct --max-model-len 16384 --gpu-memory-utilization 0.25"
@@ -391,3 +391,143 @@ def test_flashinfer_sampler_on_the_launch_line_shrinks_the_profiled_sampler():
     fi = serve.plan_serve(shape, parse_command("VLLM_USE_FLASHINFER_SAMPLER=1 " + line).model_copy(update=v), m)
     assert fi.overheads["activation_peak"] < native.overheads["activation_peak"]
     assert abs(fi.kv.available_gib - 5.01) / 5.01 < 0.03 < abs(native.kv.available_gib - 5.01) / 5.01
+
+
+# ------------------------------------------------------------------ vLLM's unseen terms (issue 20c)
+
+
+def _vllm(line: str, version: str | None, m: serve.Machine) -> serve.ServePlanResult:
+    spec = parse_command(line).model_copy(update={"engine_version": version})
+    return serve.plan_serve(serve.resolve_shape(spec.model), spec, m)
+
+
+@pytest.mark.parametrize(("version", "env", "kind", "other"), [
+    ("0.10.1.1", "", "sort", "flashinfer"),      # FlashInfer only if installed; the 0.10 wheel does not bring it
+    ("0.11.0", "", "sort", "flashinfer"),
+    ("0.11.1", "", "sort", None),                # off by default (vllm#26859), nothing unknown
+    ("0.14.1", "VLLM_USE_FLASHINFER_SAMPLER=1 ", "flashinfer", None),  # asked for, and in the wheel since #26443
+    ("0.20.0", "", "flashinfer", "sort"),        # on by default again (vllm#40376)
+    (None, "VLLM_USE_FLASHINFER_SAMPLER=0 ", "sort", None),
+    ("0.8.5", "", "sort", None),                 # vllm#14815
+    ("V0 engine, late 2024 (0.6.x)", "", "sort", None),
+])
+def test_the_profiled_sampler_follows_the_version_and_the_launch_line(version, env, kind, other):
+    spec = parse_command(env + "vllm serve qwen3-8b").model_copy(update={"engine_version": version})
+    choice = serve.vllm_sampler(spec, "H100 80GB")
+    assert (choice.kind, choice.other) == (kind, other)
+    assert serve.vllm_sampler(spec, "AMD Instinct MI300X").kind == "sort"  # no FlashInfer on ROCm
+
+
+def test_gpt_oss_on_one_h100_the_sorting_samplers_peak_explains_both_logs():
+    # logs vllm-23278 (0.10.1, pip in conda, defaults) and vllm-27508 (0.11.x, 0.95, 1024 batched tokens):
+    # "Available KV cache memory: -2.14 GiB" / "1.71 GiB" with 1024 x 201088 logits sorted in the profile
+    h100 = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="H100 80GB")
+    a = _vllm("vllm serve openai/gpt-oss-120b", "0.10.1", h100)
+    b = _vllm("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 --max-num-batched-tokens 1024 "
+              "--max-model-len 131072", "0.11.0", h100)
+    assert abs(a.kv.available_gib - -2.14) / 2.14 < 0.10 and abs(b.kv.available_gib - 1.71) / 1.71 < 0.10
+    assert a.kv.available_gib < 0 < b.kv.available_gib and a.verdict == b.verdict == "does-not-fit"
+    # with FlashInfer installed the profile's peak would be smaller: the range says how much
+    (unc,) = [u for u in a.uncertainties if u.term == "sampler"]
+    assert unc.kv_change_gib[0] == 0 < unc.kv_change_gib[1] and a.kv.available_range_gib[1] > 0
+
+
+def test_cuda_graph_count_is_vllms_capture_sizes():
+    # a vLLM 0.2x log with max_num_seqs 256: "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)"
+    sizes = serve.cudagraph_sizes(256)
+    assert (len(sizes), max(sizes), len([s for s in sizes if s <= 256])) == (51, 512, 35)
+    assert max(serve.cudagraph_sizes(4)) == 8 and serve.cudagraph_sizes(1024)[-1] == 512
+    shape = serve.resolve_shape("qwen3-8b")
+    est, n = serve.cudagraph_gib(shape, ServeSpec(engine="vllm", model="qwen3-8b", max_num_seqs=256), 256)
+    est_v10, n_v10 = serve.cudagraph_gib(shape, ServeSpec(engine="vllm", model="qwen3-8b", engine_version="0.10.1"), 256)
+    assert (n, n_v10) == (86, 51) and est > est_v10 > 0  # FULL decode graphs only since 0.11
+
+
+def test_graphs_count_against_the_kv_budget_only_since_0_21_and_not_when_turned_off():
+    m = serve.Machine(source="t", total_gib=79.2, free_gib=79.2, gpu_name="H100 80GB")
+    line = "vllm serve qwen3-8b --max-model-len 32768"
+    new, old = _vllm(line, "0.28.0", m), _vllm(line, "0.20.1", m)
+    off = _vllm("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 " + line, "0.28.0", m)
+    graphs = new.overheads["cudagraph"]
+    assert off.kv.available_gib == pytest.approx(new.kv.available_gib + graphs, abs=0.011)
+    assert off.footprint_gib == pytest.approx(new.footprint_gib + graphs, abs=0.011)  # captured outside the budget
+    assert "cudagraph" in [u.term for u in new.uncertainties] and "cudagraph" not in [u.term for u in old.uncertainties]
+
+
+def test_named_uncertainties_bracket_the_pool_and_say_why():
+    res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.7", None, spark())
+    terms = {u.term: u for u in res.uncertainties}
+    assert set(terms) == {"sampler", "cudagraph", "unified-non-torch"}
+    lo, hi = res.kv.available_range_gib
+    assert lo < res.kv.available_gib <= hi
+    assert lo == pytest.approx(max(0.0, res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties)), abs=0.011)
+    assert all(u.kv_change_gib[0] <= 0 <= u.kv_change_gib[1] and u.why for u in res.uncertainties)
+    from sparkops.planner.serve_render import render_serve
+
+    text = render_serve(res)
+    assert "KV pool range" in text and "uncertain: unified-non-torch" in text
+    pinned = _vllm("vllm serve qwen3-30b-a3b --kv-cache-memory 20G", None, spark())
+    assert pinned.uncertainties == [] and pinned.kv.available_range_gib is None
+
+
+def test_a_range_that_reaches_below_zero_stops_at_zero_and_says_the_engine_would_not_start():
+    # at 0.5 of a Spark the unified-memory term alone (-31.6 GiB) is larger than the pool: no negative KV pool
+    res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.5", None, spark())
+    lo, hi = res.kv.available_range_gib
+    assert res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties) < 0
+    assert lo == 0.0 and hi >= res.kv.available_gib
+    from sparkops.planner.serve_render import render_serve
+
+    assert "at 0 the engine refuses to start" in render_serve(res)
+
+
+def test_lmcache_connector_is_read_and_named_as_unseen():
+    # log vllm-21348's launch line: the connector keeps GPU buffers its own config sizes
+    line = ("vllm serve Qwen/Qwen3-235B-A22B-FP8 --tensor-parallel-size 4 "
+            "--kv-transfer-config '{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'")
+    spec = parse_command(line)
+    assert spec.kv_connector == "LMCacheConnectorV1" and spec.ignored == []
+    res = _vllm(line, "0.9.2", serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="4x H100 80GB"))
+    (unc,) = [u for u in res.uncertainties if u.term == "lmcache"]
+    assert unc.kv_change_gib[0] < 0 == unc.kv_change_gib[1]
+    assert res.kv.available_range_gib[0] <= 8.11 <= res.kv.available_range_gib[1]  # the log's 8.11 GiB is inside
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=200)
+def test_kv_transfer_config_reader_never_raises(value):
+    from sparkops.planner.serve_engines import _connector
+
+    out = _connector(value)
+    assert isinstance(out, str)
+    with contextlib.suppress(ValueError):
+        cfg = json.loads(value)
+        if not isinstance(cfg, dict) or not cfg.get("kv_connector"):
+            assert out == value
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30))
+@settings(max_examples=100)
+def test_kv_transfer_config_reader_takes_the_connector_name(name):
+    from sparkops.planner.serve_engines import _connector
+
+    assert _connector(json.dumps({"kv_connector": name, "kv_role": "kv_both"})) == name
+
+
+def test_mxfp4_experts_are_padded_per_rank():
+    # log vllm-dennislee-gpt-oss-120b TP4 (A100, Marlin): "Model loading took 17.2217 GiB" per rank
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A100 80GB")
+    res = _vllm("vllm serve openai/gpt-oss-120b --tensor-parallel-size 4 --max-model-len 16384 "
+                "--gpu-memory-utilization 0.8", "0.10.1.1", m)
+    assert abs(res.weights_gib - 17.2217) / 17.2217 < 0.01
+    one = _vllm("vllm serve openai/gpt-oss-120b", "0.10.1.1", m)  # 2880 -> 2944 on one rank, 720 -> 768 on four
+    assert one.weights_gib * 1.0 / 4 < res.weights_gib
+
+
+def test_v0_profile_holds_a_whole_prompt_of_activations():
+    # logs vllm-10517 (V0, RTX 3090, Llama-3.1-8B): peak torch memory 2.07 / 2.99 GiB above the weights at
+    # 20000 / 29000 tokens; kv_cache_size 3.81 / 2.89 GiB
+    m = serve.Machine(source="log", total_gib=23.58, free_gib=23.58, gpu_name="RTX 3090")
+    for mml, kv in ((20000, 3.81), (29000, 2.89)):
+        res = _vllm(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {mml}", "V0 engine, late 2024 (0.6.x)", m)
+        assert abs(res.kv.available_gib - kv) / kv < 0.10

@@ -29,7 +29,7 @@ from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED
 NONE = "none"
 
 CANDIDATE_FEATURES = ("log_score", "share", "is_top", "margin", "kept", "failure_evidence", "ev_failure", "ev_quoted",
-                      "ev_context", "topic_only", "ruled", "negated", "numbers", "n_evidence")
+                      "ev_context", "topic_only", "ruled", "negated", "numbers", "n_evidence", "anchored")
 NONE_FEATURES = ("bias", "failure_reported", "failure_lines", "failure_share", "advice", "success", "question",
                  "context_share", "quoted_share", "length", "trace", "first_person", "headings")
 
@@ -67,6 +67,7 @@ class Candidate:
     ruled: bool  # a context rule boosted or redirected evidence into it
     negated: bool  # a match for it was read as negated ("no OOM")
     kept: bool = True  # over the rules' own threshold (min_confidence)
+    anchored: bool = False  # one of its failure patterns (not a topic word) stands on a line reporting the failure
 
 
 def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
@@ -113,6 +114,7 @@ def candidate_features(cands: Sequence[Candidate], text: Mapping[str, float],
             "negated": float(c.negated),
             "numbers": float(any(text.get("num." + f, 0.0) for f in families.get(c.gotcha, ()))),
             "n_evidence": math.log1p(len(c.evidence_roles)),
+            "anchored": float(c.anchored),
         })
     return out
 
@@ -123,6 +125,7 @@ def utilities(cands: Sequence[Candidate], text: Mapping[str, float], weights: Ma
     out = []
     for c, f in zip(cands, candidate_features(cands, text, families), strict=True):
         u = priors.get(c.gotcha, 0.0) + sum(weights.get("c." + k, 0.0) * v for k, v in f.items())
+        u += weights.get("a." + c.gotcha, 0.0) * f["anchored"]  # per gotcha: what standing on the failure is worth
         out.append((c.gotcha, u))
     out.append((NONE, sum(weights.get("n." + k, 0.0) * text.get(k, 0.0) for k in NONE_FEATURES)))
     return out

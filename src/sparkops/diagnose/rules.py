@@ -191,6 +191,9 @@ class Pattern(_Regex):
     # topic: the words only say what the report is about (NVFP4, two Sparks, a temperature, flash-attn),
     # not that anything failed; a gotcha whose evidence is all topic is damped (scoring.topic_only_keep)
     topic: bool = False
+    # setup: the words state the configuration (TP=2, a cap), which is the cause, not the failure: they score as
+    # usual but never "anchor" a gotcha on the failure (matcher.Scored.anchored, issue 18: where the TP=2 stands)
+    setup: bool = False
 
 
 class Signal(_Regex):
@@ -329,12 +332,13 @@ class LearnedModel(_Model):
     priors: dict[str, float]
     candidate: dict[str, float]
     none: dict[str, float]
+    anchored: dict[str, float] = Field(default_factory=dict)  # per gotcha: weight of "anchored" (learned.py)
 
     @model_validator(mode="after")
     def _known(self) -> LearnedModel:
         from sparkops.diagnose.learned import CANDIDATE_FEATURES, NONE_FEATURES
 
-        bad = [g for g in [*self.priors, *self.families] if g not in GOTCHAS]
+        bad = [g for g in [*self.priors, *self.families, *self.anchored] if g not in GOTCHAS]
         bad += [k for k in self.candidate if k not in CANDIDATE_FEATURES]
         bad += [k for k in self.none if k not in NONE_FEATURES]
         if bad:
@@ -343,7 +347,8 @@ class LearnedModel(_Model):
 
     @cached_property
     def weights(self) -> dict[str, float]:
-        return {**{"c." + k: v for k, v in self.candidate.items()}, **{"n." + k: v for k, v in self.none.items()}}
+        return {**{"c." + k: v for k, v in self.candidate.items()}, **{"n." + k: v for k, v in self.none.items()},
+                **{"a." + g: v for g, v in self.anchored.items()}}
 
 
 class SymptomKnowledge(_Model):

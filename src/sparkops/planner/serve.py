@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -237,7 +237,7 @@ def weight_format(shape: ServeShape, spec: ServeSpec) -> str:
     return format_from_name(spec.model, spec.quantization) or shape.native_format or "bf16"
 
 
-def weights_bytes(shape: ServeShape, fmt: str, engine: str = "") -> tuple[int, str]:
+def weights_bytes(shape: ServeShape, fmt: str, engine: str = "", tp: int = 1) -> tuple[int, str]:
     """Bytes the weights take in the engine (all ranks together) and how that was counted."""
     kb = engines_knowledge()
     if fmt.startswith("gguf:"):
@@ -258,8 +258,9 @@ def weights_bytes(shape: ServeShape, fmt: str, engine: str = "") -> tuple[int, s
         pad = 1.0
         if engine == "vllm" and shape.params_expert and shape.hidden and shape.expert_intermediate:
             p = engine_value("vllm", "mxfp4_pad")
+            part = shape.expert_intermediate / max(1, tp)  # each rank pads its own slice of the experts
             pad = (-(-shape.hidden // p["hidden"]) * p["hidden"] / shape.hidden) * \
-                  (-(-shape.expert_intermediate // p["intermediate"]) * p["intermediate"] / shape.expert_intermediate)
+                  (-(-part // p["intermediate"]) * p["intermediate"] / part)
         note = f", experts padded x{pad:.3f} (vLLM's MXFP4 layout)" if pad > 1 else ""
         return int(q * pad * wb + (shape.params_total - q) * 2), f"MXFP4 experts (4.25 bits), everything else bf16{note}"
     q = shape.params_linear
@@ -396,6 +397,16 @@ class ServeModelInfo(_M):
     weights_detail: str
 
 
+class Uncertainty(_M):
+    """A term of the engine's budget the inputs cannot show: what the plan assumed, and how much the
+    KV pool (GiB per rank) changes over the term's range: [smaller by, larger by]."""
+
+    term: str  # sampler | cudagraph | lmcache | unified-non-torch
+    assumed: str
+    kv_change_gib: list[float]  # [low, high], low <= 0 <= high
+    why: str
+
+
 class KVInfo(_M):
     dtype_bytes: float
     bytes_per_token: float  # all attention layers of one rank
@@ -405,6 +416,7 @@ class KVInfo(_M):
     max_concurrency: float | None  # requests of max_model_len that fit at once
     fits_max_model_len: bool | None
     max_model_len_fitting: int | None  # the longest single request the pool holds
+    available_range_gib: list[float] | None = None  # [low, high] over the named uncertainties (vLLM)
     sliding_layers: int = 0
     mla: bool = False
 
@@ -449,38 +461,103 @@ class ServePlanResult(_M):
     running: list[BesideJob] = Field(default_factory=list)  # servers/trainers running now (already in free memory)
     suggestions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    uncertainties: list[Uncertainty] = Field(default_factory=list)  # terms the inputs cannot show, with ranges
     two_sparks: dict[str, str] = Field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ engine accounting
 
 
-def _version(spec: ServeSpec) -> tuple[int, int] | None:
-    """The engine version to model; None = the current one. 'V0' -> (0, 0)."""
+def _version(spec: ServeSpec) -> tuple[int, int, int] | None:
+    """The engine version to model; None = the current one. 'V0' -> (0, 0, 0); '0.11.x' -> (0, 11, 0)."""
     v = spec.engine_version
     if not v:
         return None
     if re.match(r"\s*v0\b", v, re.IGNORECASE):
-        return (0, 0)
-    m = re.search(r"(\d+)\.(\d+)", v)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+        return (0, 0, 0)
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", v)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
-def _ge(v: tuple[int, int] | None, s: str) -> bool:
+def _ge(v: tuple[int, int, int] | None, s: str) -> bool:
+    """Is the modelled version at least ``s`` ("0.21", "0.11.1")? The current version (None) is."""
     if v is None:
         return True
-    a, b = (int(x) for x in s.split("."))
-    return v >= (a, b)
+    want = tuple(int(x) for x in s.split("."))
+    return v >= want + (0,) * (3 - len(want))
 
 
-def activation_bytes_per_token(s: ServeShape, tp: int) -> float:
+def activation_bytes_per_token(s: ServeShape, tp: int, *, v0: bool = False) -> float:
     """bf16 bytes one profiled token holds at the largest layer's peak (engines.yaml
     vllm.activation_bytes_per_token): a dense MLP's gate+up and activation output beside the hidden
-    state, a fused MoE's top_k intermediate caches."""
-    held = 2 * s.hidden  # the decoder layer's residual and the MLP's input stay live through the MLP
+    state, a fused MoE's top_k intermediate caches. The V0 engine holds one more hidden state per
+    token (engines.yaml vllm.v0_held_hidden, in-sample)."""
+    held = (engine_value("vllm", "v0_held_hidden") if v0 else 2) * s.hidden  # residual and MLP input stay live
     if s.experts and s.top_k:
         return 2 * (s.top_k * (3 * s.expert_intermediate / tp + s.hidden) + held)
     return 2 * (3 * max(s.intermediate, s.hidden) / tp + held)
+
+
+@dataclass(frozen=True)
+class SamplerChoice:
+    """Which top-k/top-p sampler vLLM's profile runs, and whether that hangs on an unknown install."""
+
+    kind: str  # sort | flashinfer
+    other: str | None  # the sampler it would be if FlashInfer were (not) installed; None: decided by the flags
+    why: str
+
+
+def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
+    """The profile's sampler by version (engines.yaml vllm.sampler_by_version), the launch line's
+    VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs always sort."""
+    env = spec.env.get("VLLM_USE_FLASHINFER_SAMPLER")
+    if re.search(r"\b(MI\d{3}|gfx\d+|AMD|Radeon|Instinct)\b", gpu_name, re.IGNORECASE):
+        return SamplerChoice("sort", None, "FlashInfer does not run on AMD GPUs: the PyTorch-native sorting sampler")
+    if env == "0":
+        return SamplerChoice("sort", None, "VLLM_USE_FLASHINFER_SAMPLER=0: the PyTorch-native sorting sampler")
+    v = _version(spec)
+    if v == (0, 0, 0):
+        return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
+    row = next((r for r in engine_value("vllm", "sampler_by_version") if _ge(v, r["since"])), None)
+    in_wheel = bool(row and row.get("flashinfer_in_wheel"))
+    if env == "1":
+        return SamplerChoice("flashinfer", None if in_wheel else "sort",
+                             "VLLM_USE_FLASHINFER_SAMPLER=1: FlashInfer's sampler" +
+                             ("" if in_wheel else " (if FlashInfer is installed; the wheel of this version does not bring it)"))
+    if row is None or row["sampler"] == "sort":
+        return SamplerChoice("sort", None, "this version's default: the PyTorch-native sorting sampler")
+    if in_wheel:
+        return SamplerChoice("flashinfer", "sort", "this version's default: FlashInfer's sampler (FlashInfer comes with the "
+                             "wheel); the sorting sampler if FlashInfer is missing or does not support the GPU")
+    return SamplerChoice("sort", "flashinfer", "this version uses FlashInfer's sampler only when FlashInfer is installed, "
+                         "which `pip install vllm` does not do (container images do): assumed not installed")
+
+
+def sampler_gib(shape: ServeShape, seqs: int, tokens: int, kind: str) -> float:
+    """The dummy sampler run's peak: min(max_num_seqs, max_num_batched_tokens) rows of vocab logits."""
+    per = engine_value("vllm", "sampler_bytes_per_logit")[kind]
+    return min(seqs, tokens) * shape.vocab * per / GIB
+
+
+def cudagraph_sizes(max_num_seqs: int) -> list[int]:
+    """vLLM's default capture sizes for this max_num_seqs (engines.yaml vllm.cudagraph_capture)."""
+    c = engine_value("vllm", "cudagraph_capture")
+    top = min(c["seqs_factor"] * max_num_seqs, c["max_size_cap"])
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    return [s for s in sizes if s <= top]
+
+
+def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int) -> tuple[float, int]:
+    """vLLM's CUDA-graph memory estimate per rank and the number of graphs it captures: the first
+    capture, then every further graph at a cost per decoder layer on the rank."""
+    sizes = cudagraph_sizes(seqs)
+    graphs = len(sizes)
+    if _ge(_version(spec), engine_value("vllm", "cudagraph_capture")["full_decode_since"]):
+        graphs += len([s for s in sizes if s <= seqs])  # FULL decode graphs beside the PIECEWISE ones
+    modes = 2 if graphs > len(sizes) else 1
+    layers = shape.layers / max(1, spec.pipeline_parallel)
+    per = engine_value("vllm", "cudagraph_per_graph_mib_per_layer") * layers / 1024
+    return float(engine_value("vllm", "cudagraph_first_capture_gib")) + max(0, graphs - modes) * per, graphs
 
 
 def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
@@ -491,22 +568,67 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     large = total_gib >= d_tok["large_gpu_from_gib"] and not any(
         x.lower() in gpu_name.lower() for x in engine_value("vllm", "large_gpu_excludes"))
     v = _version(spec)
-    if v == (0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
+    if v == (0, 0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
         tokens = spec.max_num_batched_tokens or max(spec.max_model_len or 2048, 2048)
     else:
         tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
-    act = tokens * activation_bytes_per_token(s, tp)
-    per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab")
-    if spec.env.get("VLLM_USE_FLASHINFER_SAMPLER") == "1":  # FlashInfer's kernel does not sort the logits
-        per_elem = engine_value("vllm", "sampler_bytes_per_seq_vocab_flashinfer")
-    sampler = min(seqs, tokens) * s.vocab * per_elem
+    act = tokens * activation_bytes_per_token(s, tp, v0=v == (0, 0, 0)) / GIB
+    choice = vllm_sampler(spec, gpu_name)
+    sampler = sampler_gib(s, seqs, tokens, choice.kind)
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
-    graphs = 0.0
-    if not spec.enforce_eager and _ge(v, engine_value("vllm", "cudagraph_in_budget_since")):
-        graphs = engine_value("vllm", "cudagraph_gib_per_32_layers") * max(1.0, s.layers / spec.pipeline_parallel / 32)
-    return {"activation_peak": round(max(act, sampler) / GIB, 3), "non_torch": non_torch, "cudagraph": round(graphs, 3),
-            "profiled_tokens": float(tokens)}
+    graphs, n_graphs = 0.0, 0
+    if not spec.enforce_eager:
+        graphs, n_graphs = cudagraph_gib(s, spec, seqs)
+    return {"activation_peak": round(max(act, sampler), 3), "non_torch": non_torch, "cudagraph": round(graphs, 3),
+            "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
+            "sampler_gib": round(sampler, 3), "forward_gib": round(act, 3)}
+
+
+def _graphs_in_budget(spec: ServeSpec) -> bool:
+    """Since v0.21 vLLM subtracts its CUDA-graph estimate from the KV budget (=0 turns it off)."""
+    return (not spec.enforce_eager and _ge(_version(spec), engine_value("vllm", "cudagraph_in_budget_since"))
+            and spec.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") != "0")
+
+
+def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float], gpu_name: str,
+                       unified: bool = False) -> list[Uncertainty]:
+    """Terms of vLLM's KV budget a launch line cannot show, each with the value assumed and the KV
+    pool's change (GiB per rank) over its range."""
+    out: list[Uncertainty] = []
+    choice = vllm_sampler(spec, gpu_name)
+    if choice.other:
+        alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
+        peak_alt = max(ov["forward_gib"], alt)
+        delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
+        other = "the sorting sampler" if choice.other == "sort" else "FlashInfer's sampler"
+        out.append(Uncertainty(
+            term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
+            kv_change_gib=[min(0.0, delta), max(0.0, delta)],
+            why=f"{choice.why}; with {other} the peak is {alt:.2f} GiB"))
+    if _graphs_in_budget(spec):
+        lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
+        g = ov["cudagraph"]
+        out.append(Uncertainty(
+            term="cudagraph", assumed=f"{g:.2f} GiB for {int(ov['cudagraphs_captured'])} graphs",
+            kv_change_gib=[round(min(0.0, g - hi), 2), round(max(0.0, g - lo), 2)],
+            why=f"vLLM measures its CUDA-graph memory at start-up and subtracts it (public logs: {lo:g}-{hi:g} GiB per "
+                "rank); read 'Estimated CUDA graph memory' in the log, or pin the pool with --kv-cache-memory"))
+    if unified:
+        hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
+        out.append(Uncertainty(
+            term="unified-non-torch", assumed=f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU",
+            kv_change_gib=[-hi, 0.0],
+            why="on unified memory vLLM reads the non-torch increase from CUDA's free memory, which also falls with the "
+                "page cache and the CPU heap of torch.compile/Triton during the profile run: start from a warm cache, "
+                "drop the page cache first, or pin the pool with --kv-cache-memory"))
+    conn = spec.kv_connector or ""
+    if "lmcache" in conn.lower():
+        lo, hi = engine_value("vllm", "lmcache_gpu_buffer_range_gib")
+        out.append(Uncertainty(
+            term="lmcache", assumed="no GPU buffers", kv_change_gib=[-hi, -lo],
+            why=f"the {conn} connector keeps GPU-side staging buffers its config sizes, not the launch line"))
+    return out
 
 
 @dataclass
@@ -518,6 +640,7 @@ class _Plan:
     footprint: float
     start: StartCheck
     notes: list[str]
+    uncertainties: list[Uncertainty] = field(default_factory=list)
 
 
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -530,12 +653,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         kv_avail = spec.kv_cache_memory_bytes / GIB
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
-        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - ov["cudagraph"]
-        if ov["cudagraph"]:
-            lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
-            notes.append(f"vLLM measures its CUDA-graph memory at start-up (public logs: {lo:g}-{hi:g} GiB per rank); "
-                         f"this plan assumes {ov['cudagraph']:.2f} GiB, so the KV pool may differ by that much: "
-                         "read 'Available KV cache memory' in the log, or pin the pool with --kv-cache-memory")
+        graphs = ov["cudagraph"] if _graphs_in_budget(spec) else 0.0
+        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
     block = int(engine_value("vllm", "block_size"))
     page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
     tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
@@ -552,9 +671,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
-    return _Plan(weights=weights_gib, overheads=ov, kv_available=round(kv_avail, 2), tokens=tokens,
-                 footprint=requested + (0.0 if _ge(_version(spec), "0.21") or spec.enforce_eager else ov["cudagraph"]),
-                 start=start, notes=notes)
+    unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
+    shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib")}
+    return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
+                 footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
+                 start=start, notes=notes, uncertainties=unc)
 
 
 def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -657,7 +778,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
-    wbytes, wdetail = weights_bytes(shape, fmt, spec.engine)
+    wbytes, wdetail = weights_bytes(shape, fmt, spec.engine, max(1, spec.tensor_parallel))
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
@@ -696,7 +817,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             else:
                 hi = mid - 1
         longest = lo
+    rng = None
+    if p.uncertainties and pool is not None:
+        # a pool cannot be negative: at 0 the engine refuses to start (no memory left for KV blocks)
+        rng = [max(0.0, round(pool + sum(u.kv_change_gib[0] for u in p.uncertainties), 2)),
+               max(0.0, round(pool + sum(u.kv_change_gib[1] for u in p.uncertainties), 2))]
     kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
+                available_range_gib=rng,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
                 max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
 
@@ -791,5 +918,5 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         weights_gib=round(weights_gib, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
         budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
-        suggestions=sugg, notes=notes,
+        suggestions=sugg, notes=notes, uncertainties=list(p.uncertainties),
         two_sparks=dict(info.two_sparks))

@@ -93,6 +93,7 @@ class ServeSpec(_M):
     kv_max_tokens: int | None = None  # TensorRT-LLM KvCacheConfig.max_tokens: caps the KV pool in tokens
     max_batch_size: int | None = None  # TensorRT-LLM
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
+    kv_connector: str | None = None  # vLLM --kv-transfer-config's kv_connector (LMCacheConnectorV1 ...)
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
@@ -156,7 +157,8 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--max-num-seqs": ("max_num_seqs", "int"),
          "--max-num-batched-tokens": ("max_num_batched_tokens", "size"), "--enforce-eager": ("enforce_eager", "flag"),
          "--quantization": ("quantization", "str"), "-q": ("quantization", "str"), "--model": ("model", "str"),
-         "--kv-cache-memory": ("kv_cache_memory_bytes", "size"), "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size")}
+         "--kv-cache-memory": ("kv_cache_memory_bytes", "size"), "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size"),
+         "--kv-transfer-config": ("kv_connector", "connector")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -277,7 +279,21 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
     return ServeSpec(**spec)
 
 
+def _connector(val: str) -> str:
+    """``--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1",...}'``: the connector's name (the
+    whole value when it is not JSON)."""
+    import json
+
+    try:
+        cfg = json.loads(val)
+    except ValueError:
+        return val
+    return str(cfg.get("kv_connector") or val) if isinstance(cfg, dict) else val
+
+
 def _convert(val: str, kind: str, flag: str) -> Any:
+    if kind == "connector":
+        return _connector(val)
     if kind == "size":
         return parse_size(val, flag)
     if kind == "int":

@@ -36,6 +36,11 @@ def render_serve(res: ServePlanResult) -> str:
     rows += [(k.replace("_", " "), _g(v) if k != "profiled_tokens" else f"{v:,.0f} tokens", "") for k, v in res.overheads.items()]
     rows.append(("KV cache pool", _g(kv.available_gib), f"{kv.bytes_per_token:,.0f} bytes/token at {kv.dtype_bytes:g} B/elem"
                  + (f", {kv.sliding_layers} sliding-window layers" if kv.sliding_layers else "") + (", MLA" if kv.mla else "")))
+    if kv.available_range_gib is not None:
+        low, high = kv.available_range_gib
+        rows.append(("KV pool range", f"{low:,.2f} to {high:,.2f} GiB",
+                     "over the terms this plan cannot see (below)"
+                     + ("; at 0 the engine refuses to start: no memory left for KV blocks" if low <= 0 else "")))
     rows.append(("KV tokens", "-" if kv.tokens is None else f"{kv.tokens:,}", "what the engine reports as its cache size"))
     if kv.request_gib is not None:
         rows.append(("one request at full length", _g(kv.request_gib),
@@ -54,4 +59,7 @@ def render_serve(res: ServePlanResult) -> str:
         lines += [f"  - {x}" for x in res.suggestions]
     for n in res.notes:
         lines.append(f"note: {n}")
+    for u in res.uncertainties:
+        lo, hi = u.kv_change_gib
+        lines.append(f"uncertain: {u.term}: assumed {u.assumed}; KV pool {lo:+.2f}..{hi:+.2f} GiB — {u.why}")
     return "\n".join(lines) + "\n"
