@@ -843,6 +843,18 @@ def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes
         yield [None if skipping or len(pending) >= _MAX_LINE_BYTES else pending], [pos]
 
 
+def _fits_header(parser: LineParser, rows: _Rows) -> list[bool]:
+    """Whether each data line has its header's field count (as :meth:`LineParser.data` requires, a trailing
+    ``gpu.processes`` column taking any extra commas): the lines it will refuse must not order the others, as
+    :func:`read_log`, which sorts the rows it kept, does not let them."""
+    out: list[bool] = []
+    for line, h in zip(rows.cells, rows.headers, strict=True):
+        cols = parser.headers[h].columns
+        n = line.count(",") + 1
+        out.append(n == len(cols) or (n > len(cols) and bool(cols) and cols[-1] == "gpu.processes"))
+    return out
+
+
 def _stamp_cells(parser: LineParser, rows: _Rows) -> list[str | None]:
     """The timestamp cell (stripped) of each data line, under its header (None: none)."""
     out: list[str | None] = []
@@ -1043,9 +1055,13 @@ class LogStream:
         last = -math.inf
         disorder = 0
         for rows in self._data_lines(fh, offsets=True):
-            for v in _stamps(_stamp_cells(self.parser, rows)):
+            fits = _fits_header(self.parser, rows)
+            for v, ok in zip(_stamps(_stamp_cells(self.parser, rows)), fits, strict=True):
                 if v != v:
                     v = last  # no stamp: keeps its place after the previous stamped row
+                elif not ok:  # a line the parser will refuse (field count) moves no other row and is no disorder
+                    stamps.append(v)
+                    continue
                 elif v < last:
                     disorder += 1
                 last = max(last, v)
