@@ -138,6 +138,25 @@ def one_quick_run(python: str, tmp: Path, env: dict[str, str]) -> str:
     return next((ln[3:] for ln in p.stderr.splitlines() if ln.startswith("@@ ")), "?")
 
 
+def cpu_rounds(python: str, tmp: Path, env: dict[str, str], n: int, src: Path | None
+               ) -> dict[str, list[tuple[float, float, float]]]:
+    """``preflight --quick`` (lines) ``n`` times, alternating with the baseline ``src`` when given:
+    (wall after the interpreter started, CPU in the tool's process, CPU in its children) of each
+    run. CPU in the process is what the quick path's own work costs, less sensitive to load than wall."""
+    import re
+
+    envs = {"this tree": env}
+    if src is not None:
+        envs[f"baseline {src.parent.name or src}"] = {**env, "PYTHONPATH": str(src) + os.pathsep + env.get("PYTHONPATH", "")}
+    out: dict[str, list[tuple[float, float, float]]] = {k: [] for k in envs}
+    for _ in range(n):
+        for name, e in envs.items():
+            m = re.match(r"wall ([0-9.]+) s .*CPU ([0-9.]+) s in the tool's process, ([0-9.]+) s", one_quick_run(python, tmp, e))
+            if m:
+                out[name].append((float(m.group(1)), float(m.group(2)), float(m.group(3))))
+    return out
+
+
 def versions() -> str:
     code = ("import importlib.metadata as m\nfor d in ('typer','pydantic','rich','PyYAML','psutil','nvidia-ml-py'):\n"
             "    try: print(d, m.version(d))\n    except Exception: print(d, '-')")
@@ -186,6 +205,7 @@ def main() -> int:
     first, samples, codes = measure(rows, max(1, args.runs), env, envs)
     cold = cold_runs(args.python, tmp, env, args.cold) if args.cold else []
     used = one_quick_run(args.python, tmp, env)
+    cpu = cpu_rounds(args.python, tmp, env, max(1, args.runs), args.baseline_src.resolve() if args.baseline_src else None)
     load1 = os.getloadavg()
     med = {k: statistics.median(v) for k, v in samples.items()}
     report = json.loads((tmp / "f.json").read_text()) if (tmp / "f.json").exists() else {}
@@ -240,6 +260,14 @@ def main() -> int:
         "", "## Goals (issue 23)", "", "| goal | target | measured | result |", "|---|---|---|---|",
     ]
     lines += [f"| {g} | {t} | {m} | {'PASS' if ok else 'FAIL'} |" for g, t, m, ok in goals]
+    lines += ["", "## preflight --quick (lines): CPU in the tool's process", "",
+              f"{args.runs} runs each, alternating; seconds (median, min); wall from when the interpreter had started", "",
+              "| code | CPU in process | CPU min | CPU in children | wall | runs |", "|---|---|---|---|---|---|"]
+    for name, got in cpu.items():
+        if got:
+            lines.append(f"| {name} | {statistics.median(c for _w, c, _k in got):.3f} | {min(c for _w, c, _k in got):.3f} | "
+                         f"{statistics.median(k for _w, _c, k in got):.3f} | {statistics.median(w for w, _c, _k in got):.3f} | "
+                         f"{len(got)} |")
     lines += ["", "## Every row", "", "| command | median s | min s | max s | first run s | exit codes |",
               "|---|---|---|---|---|---|"]
     for k, v in samples.items():

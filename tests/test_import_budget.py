@@ -19,12 +19,11 @@ import pytest
 # Heavy or off-path top-level packages no scenario below may load in the main process.
 NEVER = frozenset({"torch", "numpy", "mcp", "httpx", "matplotlib", "asyncio", "multiprocessing", "unittest",
                    "sqlite3", "xml", "http", "ssl", "concurrent", "tkinter"})
-# ... except: the G8 probe (sparkops.probes.playbooks) imports urllib.request, even offline.
-NEVER_EXCEPT = {"preflight --quick": frozenset({"http", "ssl"})}
+NEVER_EXCEPT: dict[str, frozenset[str]] = {}  # scenario -> what it may load of NEVER after all (none today)
 FEATURES = ("sparkops.diagnose", "sparkops.planner", "sparkops.fleet", "sparkops.mcp_server", "sparkops.monitor",
             "sparkops.setup")
-PARSING = frozenset({"typer", "click", "shellingham", "annotated_doc", "pydantic", "pydantic_core",
-                     "annotated_types", "typing_extensions", "typing_inspection"})
+# preflight --quick is run without typer (sparkops.front.fast_preflight): pydantic's stack only
+MODELS = frozenset({"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection"})
 
 # scenario -> (argv; sparkops modules allowed: exact set, or None for "any but the forbidden prefixes";
 #              forbidden sparkops prefixes; third-party top-level packages allowed; most stdlib
@@ -38,7 +37,7 @@ BUDGET: dict[str, tuple[list[str], frozenset[str] | None, tuple[str, ...], froze
                                                  "sparkops.report.gotcha_text"}), (), frozenset({"yaml"}), 30, 70),
     "preflight --quick": (["preflight", "--quick", "--offline", "--format", "lines"], None,
                           FEATURES + ("sparkops.bandwidth.probe",),
-                          PARSING | {"yaml", "packaging", "psutil", "pynvml", "elftools"}, 140, 380),
+                          MODELS | {"yaml", "packaging", "pynvml", "elftools"}, 110, 280),
 }
 
 DRIVER = r"""

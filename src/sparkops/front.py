@@ -6,10 +6,15 @@ Standard library only, on purpose: before typer, pydantic or rich load, it
   ``explain ID`` (from the raw catalog YAML) and ``schema NAME`` (the checked-in contract file,
   which tests keep equal to the models' schema);
 * starts what a preflight waits on longest, the target interpreter's children and NVML's first
-  init (:func:`prestart`), then hands over to the typer app in :mod:`sparkops.cli`.
+  init (:func:`prestart`);
+* runs a plain ``preflight --quick`` line (:data:`QUICK_FLAGS`, :data:`QUICK_VALUES`) straight
+  into the preflight body without typer or rich (:func:`fast_preflight`: typer and its parsing
+  cost the quick path about a quarter of a second on the device), else hands over to the typer
+  app in :mod:`sparkops.cli`.
 
 Anything it does not recognise exactly goes to typer, so usage errors, ``COMMAND --help`` and
-every option keep typer's behaviour. :data:`COMMANDS` is the one place a command is listed.
+every option keep typer's behaviour; tests compare both paths byte for byte. :data:`COMMANDS` is
+the one place a command is listed.
 """
 
 from __future__ import annotations
@@ -249,8 +254,112 @@ def prestart(argv: list[str]) -> None:
         pass
 
 
+# ``preflight --quick`` with these options is run without typer (fast_preflight); anything else
+# on its line (a workload, --facts, --container, --matrix, --measure, --help...) goes to typer.
+QUICK_FLAGS = frozenset({"--quick", "--offline", "--json"})
+QUICK_VALUES = frozenset({"--python", "--config", "--budget", "--report", "--format"})
+FORMATS = ("table", "lines", "json")  # preflight's --format choices (report.formats.Format)
+
+
+def quick_preflight_args(argv: list[str]) -> dict | None:
+    """The options of a plain ``preflight --quick`` line as typer would hand them to the command,
+    or None: typer parses it (another option, a positional, a value typer would refuse or read
+    differently, a value that looks like an option)."""
+    if not argv or argv[0] != "preflight":
+        return None
+    from pathlib import Path
+
+    got: dict = {"python": None, "quick": False, "config": [], "offline": False, "budget": None,
+                 "report": Path("env-report.json"), "format": "table", "json": False}
+    it = iter(argv[1:])
+    for tok in it:
+        name, eq, value = tok.partition("=")
+        if name in QUICK_FLAGS:
+            if eq:
+                return None
+            got[name[2:]] = True
+            continue
+        if name not in QUICK_VALUES:
+            return None
+        if not eq:
+            value = next(it, None)
+        if not value or value.startswith("-"):
+            return None
+        if name == "--format":
+            if value not in FORMATS:
+                return None
+            got["format"] = value
+        elif name == "--budget":
+            try:
+                got["budget"] = float(value)
+            except ValueError:
+                return None
+        elif name == "--config":
+            got["config"].append(Path(value))
+        else:
+            got[name[2:]] = Path(value)
+    if not got["quick"] or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return None  # full mode and shell completion: typer's
+    return got
+
+
+def _echo_err(line: str) -> None:
+    """``typer.echo(line, err=True)`` as click writes it: ANSI escapes stripped when stderr is not a terminal."""
+    stream = sys.stderr
+    if not stream.isatty():
+        import re
+
+        line = re.sub(r"\033\[[0-?]*[ -/]*[@-~]", "", line)  # click._compat's _ansi_re
+    stream.write(line + "\n")
+    stream.flush()
+
+
+def fast_preflight(argv: list[str]) -> int | None:
+    """``preflight --quick`` without typer or rich (the lines and json formats): the exit code, or
+    None when typer must handle the line. The same body as the typer command
+    (:func:`sparkops.commands._preflight_run.run`), the same failures mapped the same way as
+    :func:`sparkops.cli.main`; tests compare both paths byte for byte."""
+    if os.environ.get(FAST_OFF_ENV, "").strip() not in ("", "0"):
+        return None
+    got = quick_preflight_args(argv)
+    if got is None:
+        return None
+    from sparkops.commands._preflight_run import python_problem, run
+
+    if python_problem(got["python"]) is not None:
+        return None  # typer says it as a usage error
+    from sparkops.commands.contract import OutputFormat, chosen
+    from sparkops.core.errors import InputError
+    from sparkops.facts.workload import Workload
+
+    try:
+        return run(python=got["python"], quick=True, facts=None, workload=Workload(), config=got["config"] or None,
+                   offline=got["offline"], budget=got["budget"], container=None, engine=None, matrix=None,
+                   measure=False, report=got["report"], out=chosen(OutputFormat(got["format"]), got["json"]),
+                   warn=_echo_err)
+    except KeyboardInterrupt:  # typer: exit 130, nothing said
+        return 130
+    except EOFError:  # typer: a blank line, then click's Abort, which the CLI says as "aborted"
+        _echo_err("")
+        _echo_err("aborted")
+        return 130
+    except BrokenPipeError:  # typer (EPIPE): exit 1, no complaint when the closed stream is flushed
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except InputError as exc:
+        _echo_err(f"spark-ops: {exc}")
+        return 3
+    except Exception as exc:  # the tool itself failed: exit 3, no traceback (as sparkops.cli.main)
+        if os.environ.get("SPARKOPS_DEBUG"):
+            raise
+        _echo_err(f"spark-ops: internal error: {type(exc).__name__}: {exc}")
+        return 3
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: the fast answers, else the early starts, then the typer app."""
+    """Console entry point: the fast answers, else the early starts, then ``preflight --quick``
+    without typer when its line is plain, else the typer app."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         out = fast_answer(args)
@@ -264,6 +373,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(3)
         sys.exit(0)
     prestart(args)
+    code = fast_preflight(args)
+    if code is not None:
+        sys.exit(code)
     from sparkops.cli import main as cli_main
 
     cli_main(args)

@@ -4,7 +4,6 @@ target interpreter's children, the check of ``--python``."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,21 +31,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def check_python(python: Path | None) -> None:
-    """A mistyped --python is a usage error (exit 3, named), not "G1 skip: torch not installed"."""
-    if python is None:
-        return
-    given = os.path.expanduser(str(python))
-    if os.sep not in given:  # a bare name is looked up on PATH, as the probe does
-        if shutil.which(given) is None:
-            raise typer.BadParameter(f"{given}: not found on PATH", param_hint="--python")
-        return
-    python = Path(given)
-    if not python.exists():
-        raise typer.BadParameter(f"{python}: no such file", param_hint="--python")
-    if python.is_dir():
-        raise typer.BadParameter(f"{python} is a directory, not an interpreter", param_hint="--python")
-    if not os.access(python, os.X_OK):
-        raise typer.BadParameter(f"{python} is not executable", param_hint="--python")
+    """A mistyped --python is a usage error (exit 3), named (the rule: _preflight_run.python_problem)."""
+    from sparkops.commands._preflight_run import python_problem
+
+    if (problem := python_problem(python)) is not None:
+        raise typer.BadParameter(problem, param_hint="--python")
 
 
 def prestart(python: Path | None, quick: bool, container: str | None = None) -> None:

@@ -7,9 +7,8 @@ the report file could not be written (stderr says where and why).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -21,36 +20,13 @@ from sparkops.commands._common import (
     OfflineOpt,
     PythonOpt,
     QuickOpt,
-    collect_options,
     prestart,
 )
-from sparkops.commands.contract import OutputFormat, Result, chosen
-from sparkops.report.formats import EXIT_REPORT_NOT_WRITTEN, Format
+from sparkops.commands._preflight_run import ReportResult, run
+from sparkops.commands.contract import chosen
+from sparkops.report.formats import Format
 
-if TYPE_CHECKING:
-    from sparkops.report.model import Report
-
-
-class ReportResult(Result["Report"]):
-    """env-report.json: table, lines or JSON; exit 0 ready, 1 warnings, 2 blocked."""
-
-    formats = (OutputFormat.table, OutputFormat.lines, OutputFormat.json)
-    schema = "report"
-
-    def __init__(self, model: Report, color: bool = False) -> None:
-        super().__init__(model)
-        self.color = color
-
-    def exit_code(self) -> int:
-        from sparkops import api
-
-        return api.exit_code(self.model)
-
-    def text(self, fmt: OutputFormat) -> str:
-        return Format(fmt.value).render(self.model, color=self.color and fmt is OutputFormat.table)
-
-    def json(self) -> str:
-        return Format.json.render(self.model)
+__all__ = ["ReportResult", "register"]
 
 
 def register(app: typer.Typer) -> None:
@@ -91,9 +67,6 @@ def register(app: typer.Typer) -> None:
             raise InputError("--measure measures this machine now; it cannot be combined with --facts")
         if facts is None:
             prestart(python, quick, container)
-        from dataclasses import replace
-
-        from sparkops import api
         from sparkops.facts.workload import merge, refusals
 
         wl = merge(workload, method=method, model=model, params_b=params_b, seq_len=seq_len, batch_size=batch_size,
@@ -101,22 +74,6 @@ def register(app: typer.Typer) -> None:
                    estimated_peak_gb=peak_gb)
         if problems := refusals(wl):
             raise typer.BadParameter("; ".join(problems), param_hint="--workload")
-        kb = api.knowledge(matrix)
-        out = chosen(fmt, as_json)
-        opts = replace(collect_options(python, quick, config, offline, budget, container, engine),
-                       measure_bandwidth=measure)
-        rep = api.preflight(facts=facts, opts=opts, workload=wl, kb=kb,
-                            also_import=("sparkops.report.render",) if out is OutputFormat.table else (),
-                            container=container)
-        res = ReportResult(rep, color=sys.stdout.isatty() and out is OutputFormat.table)
-        sys.stdout.write(res.render(out))  # the verdict first: a report that cannot be written must not hide it
-        sys.stdout.flush()
-        from sparkops.core.errors import OutputError
-
-        try:
-            api.write_report(rep, report)
-        except OutputError as exc:
-            typer.echo(f"spark-ops: warning: the verdict above stands, but the report was not written: {exc} "
-                       f"(exit {EXIT_REPORT_NOT_WRITTEN}; --report PATH writes it elsewhere)", err=True)
-            return EXIT_REPORT_NOT_WRITTEN
-        return res.exit_code()
+        return run(python=python, quick=quick, facts=facts, workload=wl, config=config, offline=offline, budget=budget,
+                   container=container, engine=engine, matrix=matrix, measure=measure, report=report,
+                   out=chosen(fmt, as_json), warn=lambda line: typer.echo(line, err=True))

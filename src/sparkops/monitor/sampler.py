@@ -32,11 +32,12 @@ from types import ModuleType
 from typing import Any
 
 from sparkops import knowledge
+from sparkops.checks.g03_fragmentation import free_large_from_text
 from sparkops.facts.reading import Unavailable
 from sparkops.monitor.events import COLUMNS, Sample
 from sparkops.probes import _run, early, nvidia_smi, nvml
-from sparkops.probes.host import read_small, root_of, under_root
-from sparkops.probes.memory import parse_meminfo, parse_psi
+from sparkops.probes.host import _READ_LIMIT, root_of, under_root
+from sparkops.probes.memory import parse_meminfo
 
 # --query-gpu fields per sample, in our column order (nvidia-smi spelling)
 SMI_FIELDS: tuple[str, ...] = (
@@ -97,55 +98,134 @@ def _num(value: Any, scale: float = 1.0) -> float | None:
 
 
 # --------------------------------------------------------------------------- memory (/proc)
+MEMORY_COLUMNS = ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "psi.memory.full.avg10",
+                  "mem.free_large [B]")
+# the /proc/meminfo lines a row reads (parse_meminfo parses only these: the rest of the file is skipped)
+_MEMINFO_WANTED = frozenset({"MemFree", "MemAvailable", "Cached", "SReclaimable", "Shmem", "SwapTotal", "SwapFree"})
+_BUDDY_LIMIT = 1 << 16
+
+
+def meminfo_wanted(text: str) -> dict[str, int]:
+    """:func:`~sparkops.probes.memory.parse_meminfo` of the lines a row reads, the others skipped
+    unparsed: the same values for those names (a property test holds it)."""
+    lines = [ln for ln in text.splitlines() if ln.partition(":")[0].strip() in _MEMINFO_WANTED]
+    return parse_meminfo("\n".join(lines))
+
+
+def psi_full_avg10(text: str) -> float | None:
+    """``full avg10`` of /proc/pressure/memory when :func:`~sparkops.probes.memory.parse_psi` reads the
+    file (both lines with avg10 and avg60), else None: its rule without building the model per row."""
+    rows: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0] not in ("some", "full"):
+            continue
+        vals: dict[str, float] = {}
+        for f in fields[1:]:
+            k, _, v = f.partition("=")
+            try:
+                vals[k] = float(v)
+            except ValueError:
+                continue
+        rows[fields[0]] = vals
+    some, full = rows.get("some", {}), rows.get("full", {})
+    if "avg10" in some and "avg60" in some and "avg10" in full and "avg60" in full:
+        return full["avg10"]
+    return None
+
+
+class MemoryReader:
+    """The memory columns of one row, read from ``root``'s /proc.
+
+    On the live machine (root ``/``) the three files are opened once and re-read with ``pread`` at
+    offset 0 (procfs regenerates them on every read from the start), into one buffer: a row then
+    costs three system calls, no open, no path building. A recorded root (tests, replays) is
+    re-opened every row, since its files may be replaced between rows. Never raises.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.live = root == Path("/")
+        self._paths = {name: str(under_root(root, name)) for name in
+                       ("/proc/meminfo", "/proc/pressure/memory", "/proc/buddyinfo")}
+        self._fds: dict[str, int] = {}
+        self._buf = bytearray(_READ_LIMIT) if self.live else None
+        self._page: int | None = None
+        self._page_read = False
+
+    def _read(self, name: str, limit: int, encoding: str) -> str | None:
+        path = self._paths[name]
+        if self._buf is not None:
+            fd = self._fds.get(name)
+            try:
+                if fd is None:
+                    fd = self._fds[name] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                n = os.preadv(fd, [memoryview(self._buf)[:limit]], 0)
+                return self._buf[:n].decode(encoding, errors="replace")
+            except OSError:
+                self._drop(name)
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(limit).decode(encoding, errors="replace")
+        except OSError:
+            return None
+
+    def _drop(self, name: str) -> None:
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close(self) -> None:
+        for name in list(self._fds):
+            self._drop(name)
+
+    def page_size(self) -> int | None:
+        """The base page size, read once (it does not change while a watch runs)."""
+        if not self._page_read:
+            from sparkops.probes.fragmentation import page_size
+
+            read = page_size(self.root)
+            self._page, self._page_read = (None if isinstance(read, Unavailable) else read), True
+        return self._page
+
+    def read(self) -> dict[str, float | None]:
+        """MemFree, MemAvailable, reclaimable cache, swap used (bytes), PSI full avg10 and the free
+        memory in large blocks (buddyinfo); None where a file or a line is missing."""
+        out: dict[str, float | None] = dict.fromkeys(MEMORY_COLUMNS)
+        text = self._read("/proc/meminfo", _READ_LIMIT, "utf-8")
+        if text is not None:
+            mi = meminfo_wanted(text)
+            out["mem.free [B]"] = _num(mi.get("MemFree"))
+            out["mem.available [B]"] = _num(mi.get("MemAvailable"))
+            if "Cached" in mi:
+                out["mem.cached [B]"] = float(max(0, mi["Cached"] + mi.get("SReclaimable", 0) - mi.get("Shmem", 0)))
+            if "SwapTotal" in mi and "SwapFree" in mi:
+                out["swap.used [B]"] = float(max(0, mi["SwapTotal"] - mi["SwapFree"]))
+        psi_text = self._read("/proc/pressure/memory", _READ_LIMIT, "utf-8")
+        if psi_text is not None:
+            out["psi.memory.full.avg10"] = psi_full_avg10(psi_text)
+        page = self.page_size()
+        if page is not None:
+            buddy = self._read("/proc/buddyinfo", _BUDDY_LIMIT, "ascii")
+            if buddy is not None:
+                large = free_large_from_text(buddy, page)
+                out["mem.free_large [B]"] = float(large) if large is not None else None
+        return out
+
+
 def read_memory(root: Path) -> dict[str, float | None]:
-    """MemFree, MemAvailable, reclaimable cache, swap used (bytes), PSI full avg10 and the free memory
-    in large blocks (buddyinfo)."""
-    out: dict[str, float | None] = dict.fromkeys(
-        ("mem.free [B]", "mem.available [B]", "mem.cached [B]", "swap.used [B]", "psi.memory.full.avg10",
-         "mem.free_large [B]"))
-    text = read_small(under_root(root, "/proc/meminfo"))
-    if isinstance(text, str):
-        mi = parse_meminfo(text)
-        out["mem.free [B]"] = _num(mi.get("MemFree"))
-        out["mem.available [B]"] = _num(mi.get("MemAvailable"))
-        if "Cached" in mi:
-            out["mem.cached [B]"] = float(max(0, mi["Cached"] + mi.get("SReclaimable", 0) - mi.get("Shmem", 0)))
-        if "SwapTotal" in mi and "SwapFree" in mi:
-            out["swap.used [B]"] = float(max(0, mi["SwapTotal"] - mi["SwapFree"]))
-    psi_text = read_small(under_root(root, "/proc/pressure/memory"))
-    if isinstance(psi_text, str):
-        psi = parse_psi(psi_text)
-        if not isinstance(psi, Unavailable):
-            out["psi.memory.full.avg10"] = psi.full_avg10
-    out["mem.free_large [B]"] = free_large_bytes(root)
-    return out
-
-
-_PAGE_SIZE: dict[str, int | None] = {}
+    """One row's memory columns from ``root`` (see :class:`MemoryReader`; a reader kept open is cheaper)."""
+    reader = MemoryReader(root)
+    try:
+        return reader.read()
+    finally:
+        reader.close()
 
 
 def free_large_bytes(root: Path) -> float | None:
     """Free memory in blocks of 2 MiB or more (/proc/buddyinfo), the G3 owner's fragmentation reading."""
-    from sparkops.checks.g03_fragmentation import free_large_from_text
-    from sparkops.probes.fragmentation import page_size
-
-    live = root == Path("/")
-    if not live or "live" not in _PAGE_SIZE:  # the live page size does not change while a watch runs
-        read = page_size(root)
-        page = None if isinstance(read, Unavailable) else read
-        if live:
-            _PAGE_SIZE["live"] = page
-    else:
-        page = _PAGE_SIZE["live"]
-    if page is None:
-        return None
-    try:  # a procfs file of a few lines that cannot block: read directly (this runs every sample)
-        with open(under_root(root, "/proc/buddyinfo"), "rb") as fh:
-            text = fh.read(1 << 16).decode("ascii", errors="replace")
-    except OSError:
-        return None
-    large = free_large_from_text(text, page)
-    return float(large) if large is not None else None
+    return read_memory(root)["mem.free_large [B]"]
 
 
 # --------------------------------------------------------------------------- NVML
@@ -227,30 +307,34 @@ class _Worker:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]] | None] = queue.Queue()
+        # a job: (fn, its reply box, a lock held until the reply is in the box); SimpleQueue and a
+        # bare lock rather than a Queue per call: this runs every row
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], list, threading.Lock] | None] = queue.SimpleQueue()
         self.wedged = False
         self._thread = threading.Thread(target=self._loop, name="sampler-nvml", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
-            fn, reply = job
+            fn, box, done = job
             try:
-                reply.put((True, fn()))
+                box.append((True, fn()))
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller
-                reply.put((False, exc))
+                box.append((False, exc))
+            done.release()
 
     def call(self, fn: Callable[[], Any], timeout: float) -> Any:
         """``fn()`` on the worker; raises TimeoutError past ``timeout`` or re-raises its error."""
         if self.wedged:
             raise TimeoutError("NVML worker is wedged")
-        reply: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-        self._jobs.put((fn, reply))
-        try:
-            ok, value = reply.get(timeout=timeout)
-        except queue.Empty:
+        box: list[tuple[bool, Any]] = []
+        done = threading.Lock()
+        done.acquire()
+        self._jobs.put((fn, box, done))
+        if not done.acquire(timeout=max(0.0, timeout)):
             self.wedged = True
             raise TimeoutError(f"NVML did not answer within {timeout:g} s") from None
+        ok, value = box[0]
         if not ok:
             raise value
         return value
@@ -283,6 +367,7 @@ class Sampler:
         self.env = dict(env)
         self.gpu_index = gpu_index
         self.root = root_of(self.env)
+        self._memory = MemoryReader(self.root)
         self.notes: list[str] = []
         self.source = "nvidia-smi"
         self.gpu_name: str | None = None  # read once when NVML opens: the watch judges by the GPU's profile
@@ -337,6 +422,7 @@ class Sampler:
         worker, self._worker = self._worker, None
         if worker is not None:
             self._close_worker(worker)
+        self._memory.close()
 
     def __enter__(self) -> Sampler:
         return self
@@ -353,7 +439,7 @@ class Sampler:
         except Exception as exc:  # a reader bug must cost one row's GPU cells, not the run
             self._note(f"GPU read failed: {type(exc).__name__}: {exc}")
         try:
-            row.update(read_memory(self.root))
+            row.update(self._memory.read())
         except Exception as exc:
             self._note(f"memory read failed: {type(exc).__name__}: {exc}")
         return row

@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import secrets
 import sys
 import threading
 from collections.abc import Mapping
@@ -67,6 +66,8 @@ _FIND_PYTHON = ('for p in python3 python; do command -v "$p" >/dev/null 2>&1 && 
 
 def container_name(mode: str) -> str:
     """A name to ``docker rm -f`` by: killing the docker CLI at a timeout does not stop the container."""
+    import secrets  # only a container run needs it: the quick path does not load it
+
     return f"spark-ops-probe-{os.getpid()}-{mode}-{secrets.token_hex(3)}"
 
 
