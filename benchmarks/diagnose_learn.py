@@ -45,6 +45,7 @@ from sparkops.diagnose.learned import (  # noqa: E402
     NONE,
     NONE_FEATURES,
     candidate_features,
+    ceiling,
     text_features,
 )
 from sparkops.diagnose.matcher import candidates, match  # noqa: E402
@@ -97,6 +98,7 @@ def featurize(cases: list[dict]) -> None:
                 row.append((INDEX["a." + cand.gotcha], 1.0))
             rows.append(row)
         rows.append([(INDEX["n." + name], text[name]) for name in NONE_FEATURES if text.get(name)])
+        c["cap"] = {x.gotcha: ceiling(x, text)[0] for x in cands}  # learned.ceiling, as diagnose applies it
         c["labels"] = [x.gotcha for x in cands] + [NONE]
         c["rows"] = rows
         c["rules"] = res.scored[0].gotcha if res.scored else NONE
@@ -195,6 +197,8 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
         if rest and p[rest[0]] >= SECOND_AT:
             second = (c["labels"][rest[0]], p[rest[0]])
     top_p = pr.get(label, 0.0) if label != NONE else (p[gotchas[0]] if gotchas else 0.0)
+    if label != NONE:  # the ceiling diagnose applies (learned.ceiling): held under high confidence
+        top_p = min(top_p, c.get("cap", {}).get(label, 1.0))
     return label, top_p, second[0], second[1]
 
 
@@ -319,7 +323,10 @@ def report(cases: list[dict], sets: list[str], folds: int) -> str:
 def top_gotcha(w: list[float], c: dict) -> tuple[str, float]:
     p = _probs(w, c["rows"])
     best = [(c["labels"][i], p[i]) for i in range(len(p)) if c["labels"][i] != NONE]
-    return max(best, key=lambda t: t[1]) if best else ("", 0.0)
+    if not best:
+        return ("", 0.0)
+    g, pg = max(best, key=lambda t: t[1])
+    return g, min(pg, c.get("cap", {}).get(g, 1.0))
 
 
 def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: int) -> Path:
@@ -380,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         featurize(cases)
         if args.cache:
             import json
-            keep = ("labels", "rows", "rules", "target", "strong")
+            keep = ("labels", "rows", "rules", "target", "strong", "cap")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
         bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold

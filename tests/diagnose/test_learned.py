@@ -34,16 +34,14 @@ KB = load_symptoms()
 LM = KB.learned
 HERE = Path(__file__).parent
 HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.py
-# The labelled hard negatives the shipped layer still answers with high confidence. trtllm-15941 (G8, p ~ 0.90): the
-# rules read "playbook ... fail" in its title and on a failure line; the thread's answer (the user added a flag the
-# playbook never passes) is in prose the features do not read. The holdout7 three are documentation/PR texts quoting an
-# error or a playbook, found by the blind set and left as they are (no tuning on it). Listed so any other one fails.
-# (issue 18, third session: vllm-31338 is no longer answered at p >= 0.8 after v8 and the retrained weights, so it left
-# the list; nothing was added to it.)
-KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout5/trtllm-15941-backend-tensorrt-model-map",
-                                  # found by the post-freeze blind set (holdout7, scored once, never tuned on):
-                                  "holdout7/comfyui-16438-readme-no-kernel-image-advice",
-                                  "holdout7/playbooks-98-transaction-foundation-model-playbook"}
+# The labelled hard negatives the shipped layer still answers with high confidence: none (issue 18, fourth session).
+# The last three (trtllm-15941, comfyui-16438, playbooks-98) went through a general mechanism, not a rule on their
+# text: a failure word in the hypothetical mood ("can fail") no longer makes a failure line (reading.py), and
+# learned.ceiling holds a finding under HIGH when no line reports a failure, when the gotcha's failure stands only in
+# an issue's title, or when the report names no GB10 / DGX Spark. Any other confident hard negative fails the test.
+# holdout9 (the post-freeze blind set of the fourth session, scored once at 4d8103a, never tuned on) found one: a FlashInfer
+# PR whose CUDA 12.9 JIT compiled Spark kernels for 120a ("no kernel image", G1 at p ~ 0.86), labelled none as a library gap.
+KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():
@@ -139,7 +137,7 @@ def _hard_negatives() -> list[tuple[str, str]]:
 
 def test_no_confident_finding_on_a_labelled_hard_negative():
     """Every labelled hard negative of the tests' sets (kind hard-negative, label none): no finding at p >= 0.8
-    (issue 18), apart from the one listed above."""
+    (issue 18), apart from the one the post-freeze set holdout9 found (listed above, not tuned on)."""
     hard = _hard_negatives()
     assert len(hard) >= 130
     confident = {name: [(f.gotcha, f.confidence) for f in d.findings if f.confidence >= HIGH]
@@ -208,3 +206,56 @@ def test_an_anchored_candidate_feature_is_read_and_weighed_per_gotcha():
     u_on = utilities(cands[:1], {}, weights, {}, {})[0][1]
     u_off = utilities(cands[1:], {}, weights, {}, {})[0][1]
     assert u_on - u_off == pytest.approx(2.0)
+
+
+# --- what a confident answer needs (issue 18, fourth session): learned.ceiling ---------------------------------------
+
+def test_the_ceiling_is_under_high_confidence_and_says_why():
+    from sparkops.diagnose.learned import CEILING, ceiling
+
+    assert CEILING < HIGH
+    full = Candidate("G3", 5.0, ("failure",), True, False, False, False, anchored=True, body_anchored=True)
+    title = Candidate("G3", 5.0, ("failure",), True, False, False, False, anchored=True, body_anchored=False)
+    ok = {"failure_reported": 1.0, "platform": 1.0}
+    assert ceiling(full, ok) == (1.0, None)
+    assert ceiling(title, ok)[0] == CEILING and "title" in ceiling(title, ok)[1]
+    assert ceiling(full, {**ok, "failure_reported": 0.0})[0] == CEILING
+    assert "GB10" in ceiling(full, {**ok, "platform": 0.0})[1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(cand_st, lines_st)
+def test_the_ceiling_is_a_probability_with_a_reason_whenever_it_holds(cand, lines):
+    from sparkops.diagnose.learned import ceiling
+
+    cap, why = ceiling(cand, text_features(lines, line_roles(lines)))
+    assert 0.0 < cap <= 1.0 and (cap == 1.0) == (why is None)
+
+
+TITLE_ONLY = ("[Bug]: DGX Spark playbook fails in trtllm-serve for these models\n\n"
+              "I passed an extra flag that the playbook never uses; with it removed both models load.\n\n"
+              "Thanks for the quick answer.\n")
+BODY_TOO = ("vLLM on the DGX Spark: CUDA out of memory while loading\n\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB\n"
+            "The 70B checkpoint does not fit next to the page cache.\n")
+
+
+def test_a_failure_only_in_the_title_is_held_under_high_confidence():
+    c = _candidate(TITLE_ONLY, "G8")
+    assert c is not None and c.anchored and not c.body_anchored
+    d = diagnose_text(TITLE_ONLY)
+    assert all(f.confidence < HIGH for f in d.findings + d.candidates)
+    b = _candidate(BODY_TOO, "G3")
+    assert b is not None and b.anchored and b.body_anchored
+    d = diagnose_text(BODY_TOO)
+    assert d.top == "G3" and "held at" not in d.findings[0].why
+
+
+def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidence():
+    text = ("CUDA error: no kernel image is available for execution on the device\n"
+            "This error means the wheel was built for other architectures than the card in the runner.\n"
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    d = diagnose_text(text)
+    assert d.findings and all(f.confidence < HIGH for f in d.findings)
+    assert "names no GB10" in d.findings[0].why
+    assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH

@@ -694,3 +694,21 @@ def test_a_dispatch_that_matches_sm120_exactly_is_g7_only_when_nvfp4_is_behind_i
 def test_pipeline_training_across_two_sparks_that_scales_is_not_g10():
     assert top("Two DGX Sparks train a 70B LoRA with torch pipelining (1F1B); the pair reaches 1.7x one node's "
                "tokens per second, and plain data parallel is better where the model fits on one node.") == "none"
+
+
+def test_ranks_hanging_together_in_their_collectives_on_several_sparks_is_g10():
+    """symptoms.yaml v9 (issue 18, fourth session): any count of Sparks, and the ranks hanging in their collectives."""
+    from sparkops.diagnose.matcher import match
+    from sparkops.diagnose.text import from_text
+
+    KB = load_symptoms()
+    hang = ("Kimi NVFP4 on 8x DGX Spark: after loading, the init-time all-reduce hangs with the GPU in a spin-loop\n"
+            "tensor parallel across the Sparks, NCCL over RoCE\n")
+    res = match(from_text(hang, "-", KB.text_limits), KB)
+    assert {"g10.collective-hang", "g10.two-sparks"} <= res.matched
+    assert top(hang) == "G10"
+    assert "g10.collective-hang" in match(from_text("all four workers froze at the same instant on a TP4 group",
+                                                    "-", KB.text_limits), KB).matched
+    # a hang with no collective, rank or link in the line is not this pattern
+    single = "The Spark hangs when loading the model with 120 GiB of weights; no error in dmesg."
+    assert "g10.collective-hang" not in match(from_text(single, "-", KB.text_limits), KB).matched

@@ -48,6 +48,26 @@ def test_roles_of_typical_lines():
     assert line_role("sudo systemctl restart polkit brings the memory back on my Spark") == PLAIN
 
 
+def test_a_failure_word_in_the_hypothetical_mood_is_not_a_failure_line():
+    """issue 18, fourth session: "can fail", "may also crash" warn about a possibility (a PR text, advice)."""
+    assert line_role("the full CSV load can fail even when import checks pass") == PLAIN
+    assert line_role("a mixed stack may also crash at load") == PLAIN
+    assert line_role("it might hang if NCCL_P2P_DISABLE is unset") == PLAIN
+    # what happened, next to a possibility, still reports the failure; "can't" is a failure of its own
+    assert line_role("it failed twice and may fail again") == FAILURE
+    assert line_role("I can't load the model on the Spark") == FAILURE
+    assert line_role("the server could not allocate the KV cache") == FAILURE
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(("can", "may", "might", "could")), st.sampled_from(("fail", "crash", "hang", "OOM")),
+       st.text(alphabet="abcdefghij ", max_size=30))
+def test_a_modal_before_the_only_failure_word_makes_it_plain(modal, word, tail):
+    assert line_role(f"this {modal} {word}") == PLAIN
+    happened = {"fail": "failed", "crash": "crashed", "hang": "hung", "OOM": "hit an OOM"}[word]
+    assert line_role(f"this {happened} {tail}") == FAILURE
+
+
 def test_a_pasted_diff_is_quoted_text():
     doc = ["+DGX Spark: details and limitations", "+", "+The architecture *requires* CUDA >= 13.", "+more"]
     assert looks_like_diff(doc)

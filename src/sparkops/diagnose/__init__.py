@@ -109,15 +109,26 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     rules' candidates and "none"; a gotcha is answered when it is the most likely and its probability reaches
     ``answer_at``, a second one when its own probability reaches ``second_at``; otherwise diagnose abstains, says
     why with the numbers, and lists the candidates and what would decide between them."""
-    from sparkops.diagnose.learned import NONE, probabilities, text_features, utilities
+    from sparkops.diagnose.learned import NONE, ceiling, probabilities, text_features, utilities
     from sparkops.diagnose.matcher import candidates as rule_candidates
 
     lm = kb.learned
     cands = rule_candidates(res)
     if not cands:
         return [], False, None, [], []
-    probs = probabilities(utilities(cands, text_features(inp.lines, res.roles), lm.weights, lm.priors,
-                                    lm.families))
+    text = text_features(inp.lines, res.roles)
+    probs = probabilities(utilities(cands, text, lm.weights, lm.priors, lm.families))
+    caps = {c.gotcha: ceiling(c, text) for c in cands}
+
+    def held(fs):  # what the report allows: a finding it does not back fully stays under high confidence
+        out_ = []
+        for f in fs:
+            cap, why = caps[f.gotcha]
+            if f.confidence > cap:
+                f = f.model_copy(update={"confidence": cap, "why": f"{f.why}; confidence held at {cap:.2f}: {why}"})
+            out_.append(f)
+        return out_
+
     p_of = dict(probs)
     by_gotcha = {s.gotcha: s for s in res.scored + res.below}
     ranked = [(g, p) for g, p in probs if g != NONE][:3]
@@ -130,10 +141,10 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     if len(strong) >= 2:  # each against "none" alone: the share of one cause among several says nothing here
         pn = p_of[NONE]
         strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
-        return sorted(strong, key=lambda f: -f.confidence), False, None, [], []
+        return held(sorted(strong, key=lambda f: -f.confidence)), False, None, [], []
     if best != NONE and p_best >= lm.answer_at:
         extra = [f for f in out[1:2] if f.confidence >= lm.second_at]
-        return [out[0], *extra], False, None, [], []
+        return held([out[0], *extra]), False, None, [], []
     names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
     if best == NONE:
         why = (f"the learned reading finds none of the ten most likely (p = {p_of[NONE]:.2f}); the candidates, "

@@ -51,6 +51,9 @@ _FIRST_PERSON = re.compile(r"\b(I (get|got|see|saw|hit|tried|ran|am getting|have
                            r"we (get|got|see|saw|hit|tried|ran)|my (spark|gx10|machine|unit|box|node|server|setup))\b",
                            re.IGNORECASE)
 _HEADING = re.compile(r"^\s*(#{1,4} |\d+\. [A-Z]|[A-Z][\w ,'’-]{3,60}$)")
+# the report is about this platform at all (a GB10 / DGX Spark or its family): a confident answer needs it named
+_PLATFORM = re.compile(r"\b(gb10|dgx[ -]?spark|spark|sm_?12[01]a?|gx10|ascent|grace[ -]?blackwell|aarch64|arm64|"
+                       r"sbsa|unified memory|compute capability 12|capability \(?12|12\.1\b|thor)", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -68,6 +71,7 @@ class Candidate:
     negated: bool  # a match for it was read as negated ("no OOM")
     kept: bool = True  # over the rules' own threshold (min_confidence)
     anchored: bool = False  # one of its failure patterns (not a topic word) stands on a line reporting the failure
+    body_anchored: bool = False  # ... on a line other than the title of a longer report (matcher.py)
 
 
 def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
@@ -83,6 +87,7 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["trace"] = min(sum(bool(_TRACE.search(ln)) for ln in lines), 5) / 5.0
     out["first_person"] = min(sum(bool(_FIRST_PERSON.search(ln)) for ln in lines), 5) / 5.0
     out["headings"] = sum(bool(_HEADING.match(ln)) for ln in lines) / n
+    out["platform"] = float(any(_PLATFORM.search(ln) for ln in lines))
     for fam, rx in _NUMBERS.items():
         out["num." + fam] = float(any(rx.search(ln) for ln in lines))
     return out
@@ -117,6 +122,25 @@ def candidate_features(cands: Sequence[Candidate], text: Mapping[str, float],
             "anchored": float(c.anchored),
         })
     return out
+
+
+HIGH = 0.8  # "high confidence": what benchmarks/diagnose_learn.py scores the precision of
+CEILING = 0.79  # the most a finding gets when the report does not show what a confident answer needs
+
+
+def ceiling(c: Candidate, text: Mapping[str, float]) -> tuple[float, str | None]:
+    """The most confidence the report itself allows for this candidate, and why (issue 18: no confident finding
+    on a hard negative). A confident answer (p >= HIGH) needs what an expert would want to see before being sure:
+    some line of the report says something went wrong; the gotcha's own failure stands in the body, not only in
+    the title (an issue title is the reporter's claim, not yet the evidence); and the report is about this
+    platform (a GB10 / DGX Spark or its family is named). Otherwise the finding stays, held under HIGH."""
+    if not text.get("failure_reported", 1.0):
+        return CEILING, "no line of the report says something went wrong"
+    if c.anchored and not c.body_anchored:
+        return CEILING, "its failure stands only in the title (the reporter's claim), not in the report's body"
+    if not text.get("platform", 1.0):
+        return CEILING, "the report names no GB10 / DGX Spark (or its family)"
+    return 1.0, None
 
 
 def utilities(cands: Sequence[Candidate], text: Mapping[str, float], weights: Mapping[str, float],

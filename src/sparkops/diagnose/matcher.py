@@ -50,6 +50,7 @@ class Scored:
     topic_only: bool = False  # only topic words, no failure pattern and no context rule: damped (step 3b)
     ruled: bool = False  # a context rule boosted or redirected evidence into it
     anchored: bool = False  # a failure pattern of its own (not a topic word) matched on a line that reports a failure
+    body_anchored: bool = False  # ... and not only on the title (the first line of a longer report: its claim)
 
 
 @dataclass
@@ -238,10 +239,16 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
 
     # where the evidence stands: a gotcha is anchored when one of its failure patterns (not a topic word such as "two
     # Sparks", not a setup fact such as "TP=2") matched on a line that reports the failure (issue 18, G10)
+    # An issue's title (the first of three or more lines) is the reporter's claim, not yet the evidence: a gotcha
+    # anchored only there is "title-anchored" (body_anchored False) and is not answered with high confidence.
     anchored = {g: False for g in GOTCHAS}
+    body = {g: False for g in GOTCHAS}
     for h_ in hits:
-        if h_.pattern.weight > 0 and not (h_.pattern.topic or h_.pattern.setup) and any(roles[i] == "failure" for i, _s, _e in h_.lines):
-            anchored[h_.gotcha] = True
+        if h_.pattern.weight > 0 and not (h_.pattern.topic or h_.pattern.setup):
+            on = [i for i, _s, _e in h_.lines if roles[i] == "failure"]
+            if on:
+                anchored[h_.gotcha] = True
+                body[h_.gotcha] = body[h_.gotcha] or any(i > 0 for i in on) or len(inp.lines) < 3
 
     # 3. context rules
     applied: dict[str, list[str]] = {g: [] for g in GOTCHAS}
@@ -260,6 +267,7 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
             score[r.source] -= moved
             score[r.target] += moved
             anchored[r.target] = anchored[r.target] or anchored[r.source]
+            body[r.target] = body[r.target] or body[r.source]
             rule_added[r.target] = True
             ev[r.target] += [(w, i, s, e, f"{why} — read in context: {r.why}") for w, i, s, e, why in ev[r.source]]
             if r.factor >= 1.0:
@@ -340,7 +348,8 @@ def match(inp: InputText, kb: SymptomKnowledge, fact_signals: Iterable[str] = ()
                           why="; ".join(why_parts), facts=list(effects.get(g, [])),
                           failure_evidence=any(roles[i] == "failure" for _w, i, _s, _e, _y in ev[g]),
                           evidence_roles=tuple(roles[i] for i in sorted({t[1] for t in ev[g]})),
-                          topic_only=topic_only[g], ruled=rule_added[g], anchored=anchored[g]))
+                          topic_only=topic_only[g], ruled=rule_added[g], anchored=anchored[g],
+                          body_anchored=body[g]))
     out.sort(key=lambda x: (-x.score, GOTCHAS.index(x.gotcha)))
     kept = [x for x in out if x.confidence >= sc.min_confidence]
     below = [x for x in out if x.confidence < sc.min_confidence]
@@ -379,5 +388,6 @@ def candidates(res: MatchResult) -> list:
     ranked = sorted(res.scored + res.below, key=lambda x: (-x.score, GOTCHAS.index(x.gotcha)))
     return [Candidate(gotcha=x.gotcha, score=x.score, evidence_roles=x.evidence_roles,
                       failure_evidence=x.failure_evidence, topic_only=x.topic_only, ruled=x.ruled,
-                      negated=x.gotcha in res.negated_gotchas, kept=x in res.scored, anchored=x.anchored)
+                      negated=x.gotcha in res.negated_gotchas, kept=x in res.scored, anchored=x.anchored,
+                      body_anchored=x.body_anchored)
             for x in ranked]

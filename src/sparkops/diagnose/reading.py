@@ -52,14 +52,18 @@ _PROSE = re.compile(r"\b(the|my|our|its|is|was|are|were|it|this|that|but|when|af
                     re.IGNORECASE)
 _COMMAND_START = re.compile(r"^\s*(sudo|docker|podman|pip3?|uv|python3?|vllm|sglang|trtllm-serve)\b")
 _NEG_REACH = 40  # characters looked back from a match for a negation in the same clause
+# a failure word in the hypothetical mood ("can fail", "may crash", "could also OOM", "might hang"): a warning or a
+# possibility (documentation, a PR description, advice), not this report's failure
+_MODAL = re.compile(r"\b(can|may|might|could)\W+(?:(?:also|still|even|easily|sometimes|then|"
+                    r"potentially|eventually|quickly)\W+)?$", re.IGNORECASE)
 
 
 def line_role(line: str, in_diff: bool = False) -> str:
     """The role of one line (see the module doc). ``in_diff``: the input is a pasted diff."""
     if _QUOTE.match(line) or (in_diff and _DIFF.match(line)):
         return QUOTED
-    if _FAILURE.search(line):
-        return FAILURE
+    if any(not _MODAL.search(line[max(0, m.start() - 30):m.start()]) for m in _FAILURE.finditer(line)):
+        return FAILURE  # (a failure word only in the hypothetical mood, "can fail", does not make a failure line)
     if _CONTEXT.match(line) and not (_COMMAND_START.match(line) and _PROSE.search(line)):
         return CONTEXT  # (a sentence that merely starts with a command word is prose)
     return PLAIN
