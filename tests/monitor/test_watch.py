@@ -807,3 +807,34 @@ def test_watch_judges_the_sampled_gpu_by_its_own_profile() -> None:
                     make_sample=lambda: w._Source(fake, lambda: None, list), detector_factory=Detector,
                     err=w._sinks(io.BytesIO(), io.BytesIO())[1], keep_series=False, max_points=100)
     assert s._setup() and s.detector.profile == "gb10"  # no name read: the Spark rules, as before
+
+
+def test_watch_marks_its_own_gpu_process_once_and_never_a_foreign_one(tmp_path):
+    """The log names the watched command's own GPU process once (its cell changes every row) and never a process
+    outside its tree; `thermal analyze` of that log then judges no G6 neighbour on the command's own pid."""
+    from sparkops.monitor.analyze import analyze_log
+    from sparkops.monitor.csvlog import LogStream, job_pid_line
+
+    pidfile = tmp_path / "child.pid"
+    foreign = os.getpid()  # this test's own process: not in the watched tree
+
+    class WithProcesses(FakeSampler):
+        def __call__(self):
+            row = super().__call__()
+            child = int(pidfile.read_text()) if pidfile.exists() and pidfile.read_text() else None
+            procs = [f"{foreign}:python:{20 << 30}"] if self.calls > 3 else []
+            if child:
+                procs.append(f"{child}:python:{(1 + self.calls) << 30}")  # grows: a new cell every row
+            row["gpu.processes"] = ";".join(procs) or "none"
+            return row
+
+    argv = script(tmp_path, f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(1.0)")
+    log = tmp_path / "watch.csv"
+    res, _out, _err = run_watch(argv, tmp_path, sample=WithProcesses(), detector_factory=NoEvents, log_path=log)
+    assert res.exit_code == 0 and res.samples >= 5
+    text = log.read_text()
+    child = int(pidfile.read_text())
+    assert text.count(job_pid_line(child)) == 1
+    assert job_pid_line(foreign) not in text
+    judged = analyze_log(LogStream(log), profile="generic")
+    assert child not in {int(e.evidence["pid"]) for e in judged.events if e.kind == "new-neighbour"}

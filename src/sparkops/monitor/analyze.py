@@ -1163,10 +1163,13 @@ def analyze_log(stream: LogStream, kb: knowledge.Knowledge | None = None,
                 profile: Profile = "gb10") -> AnalysisResult:
     """Judge a log file (``spark-ops thermal analyze``): parsed once in file order, and judged again from the
     start in time order only when it turns out not to be in it (a newest-first or shuffled log)."""
-    det = [Detector(kb, profile)]
+    def marked(pid: int) -> bool:  # the watched command's own processes, as `watch` marked them in the log
+        return pid in stream.parser.job_pids
+
+    det = [Detector(kb, profile, exclude_pid=marked)]
 
     def restart() -> None:
-        det[0] = Detector(det[0].kb, profile)
+        det[0] = Detector(det[0].kb, profile, exclude_pid=marked)
 
     collecting = gc.isenabled()
     gc.disable()  # a block is ~100,000 short-lived strings and lists with no cycles: nothing for the collector
@@ -1176,7 +1179,10 @@ def analyze_log(stream: LogStream, kb: knowledge.Knowledge | None = None,
     finally:
         if collecting:
             gc.enable()
-    return result(det[0], stream)
+    own = sorted(stream.parser.job_pids)
+    said = ([f"GPU process(es) {', '.join(map(str, own[:5]))}{' ...' if len(own) > 5 else ''} marked by watch as the "
+             "watched command's own: not judged as neighbours (G6)"] if own else [])
+    return result(det[0], [*stream, *said])
 
 
 def result(det: Detector, notes: Iterable[str] = ()) -> AnalysisResult:

@@ -255,6 +255,17 @@ def _value(column: str, text: str, header_unit_: str = "") -> tuple[float | str 
     return out, why
 
 
+# `watch` writes this comment before the first row in which a GPU process of the watched command appears, so
+# that `thermal analyze` of the same log later does not take the job itself for a new neighbour (G6)
+_JOB_PID_PREFIX = "# spark-ops watch: pid "
+_JOB_PID = re.compile(r"^# spark-ops watch: pid (\d{1,10}) is the watched command's own GPU process")
+
+
+def job_pid_line(pid: int) -> str:
+    """The comment line that marks ``pid`` as the watched command's own GPU process (no newline)."""
+    return f"{_JOB_PID_PREFIX}{int(pid)} is the watched command's own GPU process, not a neighbour"
+
+
 class _Header:
     """A header line read: position -> our column (None = a column we ignore), and its unit."""
 
@@ -328,11 +339,14 @@ class LineParser:
         self.unreadable: dict[str, int] = {}
         self.refused_without_header = 0
         self.rows = 0
+        self.job_pids: set[int] = set()  # GPU processes `watch` marked as the watched command's own
 
     def classify(self, lineno: int, raw: str) -> tuple[str, list[str]]:
         """("skip" | "header" | "data", cells); a header line is taken in at once."""
         line = raw.strip().strip("\x00")
         if not line or line.startswith("#"):
+            if line.startswith(_JOB_PID_PREFIX) and (m := _JOB_PID.match(line)):
+                self.job_pids.add(int(m.group(1)))
             return "skip", []
         if lineno == 1:
             line = line.lstrip("\ufeff")
@@ -983,7 +997,9 @@ class LogStream:
         return tmp
 
     def _reset(self, fh: BinaryIO) -> None:
+        marked = self.parser.job_pids  # a re-read by seeking reads data lines only, not the comments that mark them
         self.parser = LineParser()
+        self.parser.job_pids |= marked
         self.row_problems = _Problems()
         self.extra = [n for n in self.extra if "time order" not in n]
         fh.seek(0)

@@ -196,9 +196,12 @@ class _Sampling:
     def __init__(self, *, interval_s: float, log_file: Any | None, sample: Callable[[], Sample] | None,
                  make_sample: Callable[[], _Source] | None,
                  detector_factory: Callable[[], DetectorLike] | None, err: _Sink, keep_series: bool,
-                 max_points: int) -> None:
+                 max_points: int, own_pid: Callable[[int], bool] | None = None) -> None:
         self.interval_s = interval_s
         self.log_file = log_file
+        self._own_pid = own_pid  # the watched command's process tree: its GPU processes are marked in the log
+        self._marked: set[int] = set()
+        self._last_procs: object = None
         self._sample = sample
         self._make_sample = make_sample
         self._source: _Source | None = None
@@ -302,11 +305,28 @@ class _Sampling:
         if self.log_file is None:
             return
         try:
+            for pid in self._newly_own(row.get("gpu.processes")):
+                self.log_file.write(_line(csvlog.job_pid_line(pid)))
             self.log_file.write(_line(csvlog.format_row(row)))
             self.log_file.flush()  # a crash loses nothing
         except Exception as exc:
             self._warn(f"log writing stopped: {_exc(exc)}")
             self.log_file = None
+
+    def _newly_own(self, cell: object) -> list[int]:
+        """The watched command's GPU processes in ``cell`` not marked in the log yet (the cell is read only
+        when it changed: most rows repeat the one before)."""
+        if self._own_pid is None or cell is None or cell == self._last_procs:
+            return []
+        self._last_procs = cell
+        from sparkops.monitor.analyze import processes
+
+        new = []
+        for pid in processes(cell) or {}:
+            if pid not in self._marked and _safe_own(self._own_pid, pid):
+                self._marked.add(pid)
+                new.append(pid)
+        return new
 
     def _detect(self, row: Sample) -> None:
         if self.detector is None:
@@ -383,6 +403,13 @@ def _default_detector(own: Callable[[int], bool]) -> DetectorLike:
     from sparkops.monitor.analyze import Detector as RealDetector
 
     return RealDetector(exclude_pid=own)
+
+
+def _safe_own(own: Callable[[int], bool], pid: int) -> bool:
+    try:
+        return bool(own(pid))
+    except Exception:  # a /proc read gone wrong: not marked, so still judged as a neighbour
+        return False
 
 
 class OwnTree:
@@ -572,7 +599,7 @@ def watch(
         detector_factory=detector_factory if detector_factory is not None else (
             (lambda: _default_detector(own)) if sampling_on else None),
         err=e, keep_series=plot_path is not None,
-        max_points=int(_monitor().watch_plot_max_points))
+        max_points=int(_monitor().watch_plot_max_points), own_pid=own)
     forwarder = _Forwarder(e, _monitor().watch_kill_grace_s if kill_grace_s is None else float(kill_grace_s))
     child_env = dict(os.environ if env is None else env)
     # our pipes make a Python child block-buffer its prints; ask for them as they come, as on a terminal
