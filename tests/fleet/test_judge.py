@@ -279,6 +279,11 @@ def test_bandwidth_on_one_host_or_over_gloo_is_only_information():
     assert gloo.status is Status.info and "lower bound" in gloo.summary
     single = finding(fleet([node(0, spark_a())], bandwidth=_bw(0.0, world=1)), "fleet.bandwidth")
     assert single.status is Status.info and "busbw 0 by definition" in single.summary
+    # one rank's algbw (38,971 GB/s on the H200 at 1 GiB) is a collective's no-op rate: said as such, never as a link's
+    fast = _bw(0.0, world=1)
+    fast.rows[0].algbw_gbs = 38971.47
+    said = finding(fleet([node(0, spark_a())], bandwidth=fast), "fleet.bandwidth").summary
+    assert "38971.47 GB/s) is the rate of a collective with no one to talk to, not of any link" in said
 
 
 def test_hung_collective_fails_naming_the_rank():

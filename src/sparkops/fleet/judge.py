@@ -474,8 +474,9 @@ def check_bandwidth(bw: BandwidthResult | None, hosts: dict[str, list[int]], wor
     ref = f"two-Spark reference ~{s.reference_busbw_gbs:g} GB/s all-gather busbw ({s.reference_source})"
     if bw.world_size < 2:
         return FleetFinding(check="fleet.bandwidth", gotcha="G10", status=Status.info, evidence=evidence,
-                            summary=f"one rank: nothing crosses a link (busbw 0 by definition); "
-                                    f"{bw.backend} algbw {max(r.algbw_gbs for r in bw.rows):.2f} GB/s",
+                            summary=f"one rank: nothing crosses a link (busbw 0 by definition); {bw.backend}'s "
+                                    f"one-rank algbw ({max(r.algbw_gbs for r in bw.rows):.2f} GB/s) is the rate of "
+                                    "a collective with no one to talk to, not of any link",
                             detail=ref)
     if len(hosts) < 2:
         return FleetFinding(check="fleet.bandwidth", gotcha="G10", status=Status.info, evidence=evidence,
