@@ -295,7 +295,9 @@ def test_quick_is_fast(tmp_path, env):
     facts = _quick(py, env)
     elapsed = time.monotonic() - t0
     assert known(facts.distributions) and len(facts.distributions) == 152
-    assert elapsed < 1.0, f"quick probe took {elapsed:.2f} s"
+    # bounded, not timed: the speed goal lives in benchmarks/bench_cli.py (this only catches a probe that reads
+    # every file of every distribution, which takes many seconds even here)
+    assert elapsed < 5.0, f"quick probe took {elapsed:.2f} s"
 
 
 def test_collect_uses_options(tmp_path, env):
