@@ -37,7 +37,7 @@ from sparkops.facts.reading import Unavailable
 from sparkops.monitor.events import COLUMNS, Sample
 from sparkops.probes import _run, early, nvidia_smi, nvml
 from sparkops.probes.host import _READ_LIMIT, root_of, under_root
-from sparkops.probes.memory import parse_meminfo
+from sparkops.probes.memory import parse_meminfo, psi_rows
 
 # --query-gpu fields per sample, in our column order (nvidia-smi spelling)
 SMI_FIELDS: tuple[str, ...] = (
@@ -115,19 +115,7 @@ def meminfo_wanted(text: str) -> dict[str, int]:
 def psi_full_avg10(text: str) -> float | None:
     """``full avg10`` of /proc/pressure/memory when :func:`~sparkops.probes.memory.parse_psi` reads the
     file (both lines with avg10 and avg60), else None: its rule without building the model per row."""
-    rows: dict[str, dict[str, float]] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if not fields or fields[0] not in ("some", "full"):
-            continue
-        vals: dict[str, float] = {}
-        for f in fields[1:]:
-            k, _, v = f.partition("=")
-            try:
-                vals[k] = float(v)
-            except ValueError:
-                continue
-        rows[fields[0]] = vals
+    rows = psi_rows(text)
     some, full = rows.get("some", {}), rows.get("full", {})
     if "avg10" in some and "avg60" in some and "avg10" in full and "avg60" in full:
         return full["avg10"]

@@ -43,8 +43,8 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
-def parse_psi(text: str) -> PsiFacts | Unavailable:
-    """/proc/pressure/memory: the ``some``/``full`` avg10/avg60 percentages."""
+def psi_rows(text: str) -> dict[str, dict[str, float]]:
+    """/proc/pressure/memory's ``some``/``full`` lines as {line: {field: value}} (unreadable fields left out)."""
     rows: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         fields = line.split()
@@ -58,6 +58,12 @@ def parse_psi(text: str) -> PsiFacts | Unavailable:
             except ValueError:
                 continue
         rows[fields[0]] = vals
+    return rows
+
+
+def parse_psi(text: str) -> PsiFacts | Unavailable:
+    """/proc/pressure/memory: the ``some``/``full`` avg10/avg60 percentages."""
+    rows = psi_rows(text)
     try:
         return PsiFacts(some_avg10=rows["some"]["avg10"], some_avg60=rows["some"]["avg60"],
                         full_avg10=rows["full"]["avg10"], full_avg60=rows["full"]["avg60"])
