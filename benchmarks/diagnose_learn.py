@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -46,7 +48,9 @@ from sparkops.diagnose.learned import (  # noqa: E402
     NONE_FEATURES,
     candidate_features,
     ceiling,
+    failure_tokens,
     text_features,
+    text_similarity,
 )
 from sparkops.diagnose.matcher import candidates, match  # noqa: E402
 from sparkops.diagnose.rules import GOTCHAS, load  # noqa: E402
@@ -60,7 +64,7 @@ LABELS = (*GOTCHAS, NONE)
 FAMILIES = {"G3": ["memory"], "G4": ["thermal"], "G5": ["speed", "bandwidth"], "G6": ["memory"],
             "G7": ["speed"], "G10": ["speed", "bandwidth"]}
 PARAMS = tuple(["c." + k for k in CANDIDATE_FEATURES] + ["p." + g for g in GOTCHAS]
-               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS])
+               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"])
 INDEX = {k: i for i, k in enumerate(PARAMS)}
 L2 = 1.0
 VETOS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: never veto
@@ -104,6 +108,137 @@ def featurize(cases: list[dict]) -> None:
         c["rules"] = res.scored[0].gotcha if res.scored else NONE
         c["strong"] = [x.gotcha for x in res.scored + res.below if x.confidence >= SEVERAL_AT and x.failure_evidence]
         c["target"] = c["labels"].index(c["label"]) if c["label"] in c["labels"] else len(cands)
+        c["tokens"] = sorted(failure_tokens(inp.lines, res.roles))
+        c["tokens_fp"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain")))
+        c["tokens_all"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain", "context", "quoted")))
+
+
+# --- the text layer (naive Bayes over the failure lines' words, fitted on training groups only) ----------------------
+
+TEXT = "rocchio"  # "off": the v9 layer; "nb": one more candidate feature, the naive Bayes log-odds of the failure words
+TEXT_ONLY = True  # a gotcha the text speaks for but no rule found becomes a candidate (t.only)
+TEXT_ONLY_AT = 0.0  # ... when its log-odds against "none" reach this
+ALPHA = 0.5
+MIN_GROUPS = 2  # a word is kept only when reports of at least this many source groups use it
+TEXT_FOLDS = 5
+PRUNE = 0.04  # centroid weights under this are dropped (a smaller weights file)
+SCALE = 10.0
+SALT = ""  # how the groups are dealt into the outer folds ("" : the v9 dealing)
+TOKENS = "tokens_fp"  # which lines' words: "tokens" (failure lines), "tokens_fp" (+ plain), "tokens_all"
+
+
+def fit_text(train: list[dict]) -> tuple[dict[str, list[float]], list[float], list[float]]:
+    """Naive Bayes counts over ``train``: per kept token, the reports of each label holding it."""
+    k = len(LABELS)
+    idx = {lab: j for j, lab in enumerate(LABELS)}
+    counts: dict[str, list[float]] = {}
+    groups: dict[str, set[str]] = defaultdict(set)
+    docs = [0.0] * k
+    for c in train:
+        j = idx[c["label"]]
+        docs[j] += 1
+        for t in c[TOKENS]:
+            counts.setdefault(t, [0.0] * k)[j] += 1
+            groups[t].add(c["group"])
+    vocab = {t: row for t, row in counts.items() if len(groups[t]) >= MIN_GROUPS}
+    totals = [sum(row[j] for row in vocab.values()) for j in range(k)]
+    return vocab, docs, totals
+
+
+def fit_rocchio(train: list[dict]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Per label, the unit centroid of its reports' unit tf-idf vectors (binary words; idf over ``train``)."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    df: dict[str, int] = defaultdict(int)
+    for c in train:
+        for t in c[TOKENS]:
+            groups[t].add(c["group"])
+            df[t] += 1
+    n = len(train)
+    idf = {t: math.log(n / df[t]) for t in groups if len(groups[t]) >= MIN_GROUPS}
+    cent: dict[str, dict[str, float]] = {lab: defaultdict(float) for lab in LABELS}
+    for c in train:
+        v = {t: idf[t] for t in c[TOKENS] if t in idf}
+        z = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        for t, x in v.items():
+            cent[c["label"]][t] += x / z
+    out = {}
+    for lab, vec in cent.items():
+        z = math.sqrt(sum(x * x for x in vec.values())) or 1.0
+        out[lab] = {t: x / z for t, x in vec.items() if x / z >= PRUNE}
+    used = set().union(*out.values())  # the words the shipped layer knows: a report is normed over these only
+    return {t: v for t, v in idf.items() if t in used}, out
+
+
+def text_log_odds(tokens: frozenset[str] | set[str], vocab: Mapping[str, Sequence[float]], docs: Sequence[float],
+                  totals: Sequence[float], labels: Sequence[str], alpha: float) -> dict[str, float]:
+    """The naive Bayes variant of the text layer (``--text nb``: tried and dropped, results v10). Per gotcha: the naive Bayes log-odds of that label against "none" from the tokens the model knows, divided by
+    the square root of how many it knows (long reports are not more certain for being long). ``labels`` ends with
+    "none"; ``docs`` (reports per label), ``totals`` (token occurrences per label) and each vocab row follow it."""
+    known = [vocab[t] for t in tokens if t in vocab]
+    v = len(vocab)
+    k = len(labels)
+    logp = [math.log(max(docs[j], 0.5)) for j in range(k)]
+    for row in known:
+        for j in range(k):
+            logp[j] += math.log((row[j] + alpha) / (totals[j] + alpha * v))
+    scale = math.sqrt(max(len(known), 1))
+    n = k - 1  # "none" is last
+    return {labels[j]: (logp[j] - logp[n]) / scale for j in range(n)}
+
+
+def text_scores(c: dict, model) -> dict[str, float]:
+    if TEXT == "rocchio":
+        idf, cent = model
+        sims = text_similarity(frozenset(c[TOKENS]), idf, cent)
+        return {g: SCALE * (sims[g] - sims[NONE]) for g in GOTCHAS}
+    vocab, docs, totals = model
+    return text_log_odds(frozenset(c[TOKENS]), vocab, docs, totals, LABELS, ALPHA)
+
+
+def attach(c: dict, scores: dict[str, float] | None) -> None:
+    """The case's rows, labels, target and caps with the text layer's feature (or without it: scores None)."""
+    rows = [list(r) for r in c["rows0"][:-1]]
+    labels = list(c["labels0"][:-1])
+    cap = dict(c["cap0"])
+    if scores is not None:
+        for g, row in zip(labels, rows, strict=True):
+            row.append((INDEX["t.text"], scores[g]))
+        if TEXT_ONLY:
+            for g in GOTCHAS:
+                if g not in labels and scores[g] >= TEXT_ONLY_AT:
+                    labels.append(g)
+                    rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)])
+                    cap[g] = 0.79  # no rule evidence to show: never high confidence (learned.CEILING)
+    rows.append(list(c["rows0"][-1]))
+    labels.append(NONE)
+    c["rows_nt"], c["labels_nt"] = c["rows0"], c["labels0"]
+    c["rows"], c["labels"], c["cap"] = rows, labels, cap
+    c["target"] = labels.index(c["label"]) if c["label"] in labels else len(labels) - 1
+
+
+def attach_oof(train: list[dict], folds: int = TEXT_FOLDS) -> None:
+    """Text features for training cases, each from a model that did not see its group (no leak into the logit)."""
+    if TEXT == "off":
+        for c in train:
+            attach(c, None)
+        return
+    for k in range(folds):
+        inner = [c for c in train if _fold_of(c["group"], folds, "text") != k]
+        held = [c for c in train if _fold_of(c["group"], folds, "text") == k]
+        if held:
+            m = fit_rocchio(inner) if TEXT == "rocchio" else fit_text(inner)
+            for c in held:
+                attach(c, text_scores(c, m))
+
+
+def attach_fitted(test: list[dict], train: list[dict]) -> None:
+    if TEXT == "off":
+        for c in test:
+            attach(c, None)
+        return
+    m = fit_rocchio(train) if TEXT == "rocchio" else fit_text(train)
+    for c in test:
+        attach(c, text_scores(c, m))
 
 
 # --- the conditional logit -----------------------------------------------------------------------------------------
@@ -198,7 +333,7 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
             second = (c["labels"][rest[0]], p[rest[0]])
     top_p = pr.get(label, 0.0) if label != NONE else (p[gotchas[0]] if gotchas else 0.0)
     if label != NONE:  # the ceiling diagnose applies (learned.ceiling): held under high confidence
-        top_p = min(top_p, c.get("cap", {}).get(label, 1.0))
+        top_p = min(top_p, c.get("cap", {}).get(label, 1.0), words_hold(w, c).get(label, 1.0))
     return label, top_p, second[0], second[1]
 
 
@@ -241,10 +376,12 @@ def choose_bar(train: list[dict], folds: int = 4) -> tuple[float, float]:
 
 def grouped_cv(cases: list[dict], folds: int) -> None:
     for k in range(folds):
-        train = [c for c in cases if _fold_of(c["group"], folds) != k]
-        test = [c for c in cases if _fold_of(c["group"], folds) == k]
+        train = [c for c in cases if _fold_of(c["group"], folds, SALT) != k]
+        test = [c for c in cases if _fold_of(c["group"], folds, SALT) == k]
         if not test:
             continue
+        attach_oof(train)
+        attach_fitted(test, train)
         bar = choose_bar(train)
         w = fit(train)
         for c in test:
@@ -263,7 +400,11 @@ def _pct(ok: int, n: int) -> str:
 def report(cases: list[dict], sets: list[str], folds: int) -> str:
     groups = len({c["group"] for c in cases})
     out = ["# diagnose: the learned decision layer under grouped cross-validation (issue 18)", "",
-           f"`python benchmarks/diagnose_learn.py --sets {','.join(sets)} --folds {folds} --rules {RULES}` · {len(cases)} cases in "
+           f"`python benchmarks/diagnose_learn.py --sets {','.join(sets)} --folds {folds} --rules {RULES} --text {TEXT}"
+           + ("" if TEXT_ONLY else " --no-text-only") + (f" --salt {SALT}" if SALT else "") + "` · "
+           f"text layer: {TEXT} over {TOKENS} (min groups {MIN_GROUPS}, prune {PRUNE}, scale {SCALE}; fitted inside each "
+           "training fold, its feature on the training cases from an inner 5-fold grouped fit) · "
+           f"{len(cases)} cases in "
            f"{groups} source groups, dealt into {folds} folds by group · each fold's model and answer bar fitted on "
            f"the other folds only (bar by an inner 4-fold grouped CV) · "
            + ("each set read by the rules version that had not seen it" if RULES == "blind" else
@@ -326,10 +467,22 @@ def top_gotcha(w: list[float], c: dict) -> tuple[str, float]:
     if not best:
         return ("", 0.0)
     g, pg = max(best, key=lambda t: t[1])
-    return g, min(pg, c.get("cap", {}).get(g, 1.0))
+    return g, min(pg, c.get("cap", {}).get(g, 1.0), words_hold(w, c).get(g, 1.0))
 
 
-def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: int) -> Path:
+HOLD = True  # the words alone never make a finding confident (learned.words_hold)
+
+
+def words_hold(w: list[float], c: dict) -> dict[str, float]:
+    """learned.words_hold: a gotcha whose probability without the text layer's feature stays under HIGH is held at
+    the ceiling (the words may promote an answer, they do not make it sure)."""
+    if not HOLD or "rows_nt" not in c:
+        return {}
+    p = dict(zip(c["labels_nt"], _probs(w, c["rows_nt"]), strict=True))
+    return {g: 0.79 for g in c["labels"] if g != NONE and p.get(g, 0.0) < HIGH}
+
+
+def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: int, text=None) -> Path:
     path = ROOT / "src" / "sparkops" / "knowledge" / "diagnose_model.yaml"
     lines = [
         "# The learned decision layer of `spark-ops diagnose` (sparkops/diagnose/learned.py, issue 18).",
@@ -338,7 +491,7 @@ def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: i
         "# \"none\": utility(gotcha) = prior[gotcha] + sum(candidate[k] * feature[k]); utility(none) = sum(none[k] *",
         "# feature[k]); probabilities by softmax. A gotcha is answered when it is the most likely and its probability",
         "# reaches answer_at (chosen by grouped cross-validation by source on the training sets).",
-        "version: 1",
+        f"version: {1 if text is None else 2}",
         f"last_verified: {date.today().isoformat()}",
         f"trained_on: [{', '.join(sets)}]  # each set read by the rules version that had not seen it",
         f"cases: {n}",
@@ -356,6 +509,26 @@ def write_weights(w: list[float], bar: float, sets: list[str], n: int, groups: i
     lines += [f"  {k}: {w[INDEX['n.' + k]]:.4f}" for k in NONE_FEATURES]
     lines.append("anchored:  # per gotcha: what a failure pattern on a failure line adds to its utility")
     lines += [f"  {g}: {w[INDEX['a.' + g]]:.4f}" for g in GOTCHAS]
+    if text is not None:
+        idf, cent = text
+        read = {"tokens": ["failure"], "tokens_fp": ["failure", "plain"],
+                "tokens_all": ["failure", "plain", "context", "quoted"]}[TOKENS]
+        lines += [
+            "text:  # the learned text layer (learned.py text_scores): words of these lines against each label's centroid",
+            f"  read: [{', '.join(read)}]",
+            f"  min_groups: {MIN_GROUPS}",
+            f"  prune: {PRUNE}",
+            f"  scale: {SCALE}",
+            f"  weight: {w[INDEX['t.text']]:.4f}",
+            f"  only: {w[INDEX['t.only']] if TEXT_ONLY else -30.0:.4f}",
+            f"  only_at: {TEXT_ONLY_AT if TEXT_ONLY else 1e9}",
+            "  idf:",
+        ]
+        lines += [f"    {json.dumps(tok)}: {v:.4f}" for tok, v in sorted(idf.items())]
+        lines.append("  centroids:")
+        for lab in LABELS:
+            lines.append(f"    {lab}:")
+            lines += [f"      {json.dumps(tok)}: {v:.4f}" for tok, v in sorted(cent[lab].items())]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -369,32 +542,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", choices=("learned", "hybrid"), default="learned")
     ap.add_argument("--rules", choices=("blind", "current"), default="blind",
                     help="current: read every set with today's rules (in-sample for the rules; report only)")
+    ap.add_argument("--text", choices=("off", "nb", "rocchio"), default="rocchio", help="the text layer (off: the v9 layer)")
+    ap.add_argument("--no-text-only", action="store_true", help="the text layer may not add a candidate no rule found")
+    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--min-groups", type=int, default=2)
+    ap.add_argument("--prune", type=float, default=0.04)
+    ap.add_argument("--scale", type=float, default=10.0)
+    ap.add_argument("--no-hold", action="store_true", help="let the text layer's feature alone make a confident answer")
+    ap.add_argument("--salt", default="", help="another dealing of the groups into folds (a check on fold luck)")
+    ap.add_argument("--tokens", default="tokens_fp", choices=("tokens", "tokens_fp", "tokens_all"))
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
-    global POLICY, RULES
+    global POLICY, RULES, TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS, TOKENS
+    TOKENS = args.tokens
+    global PRUNE
+    PRUNE = args.prune
+    global SCALE
+    SCALE = args.scale
+    global SALT
+    SALT = args.salt
+    global HOLD
+    HOLD = not args.no_hold
     POLICY = args.policy
     RULES = args.rules
+    TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
         raise SystemExit("--write trains on the blind reading only")
     cases = load_sets(sets)
     if args.cache and args.cache.exists():
-        import json
         feats = json.loads(args.cache.read_text())
         for c in cases:
             c.update(feats[c["set"] + "/" + c["id"]])
+            c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
     else:
         featurize(cases)
+        for c in cases:
+            c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
-            import json
-            keep = ("labels", "rows", "rules", "target", "strong", "cap")
+            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
+        attach_oof(cases)
         bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold
         w = fit(cases)
         if POLICY != "learned":
             raise SystemExit("--write ships the learned policy only (diagnose's _learned)")
-        path = write_weights(w, bar[1], sets, len(cases), len({c["group"] for c in cases}))
+        text = fit_rocchio(cases) if TEXT == "rocchio" else None
+        if TEXT == "nb":
+            raise SystemExit("--write ships the rocchio text layer or none (--text off)")
+        path = write_weights(w, bar[1], sets, len(cases), len({c["group"] for c in cases}), text)
         print(f"wrote {path.relative_to(ROOT)} (answer_at {bar[1]})")
         return 0
     grouped_cv(cases, args.folds)

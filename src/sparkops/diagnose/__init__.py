@@ -117,8 +117,22 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     if not cands:
         return [], False, None, [], []
     text = text_features(inp.lines, res.roles)
-    probs = probabilities(utilities(cands, text, lm.weights, lm.priors, lm.families))
+    words, by_text = None, {}
+    if lm.text is not None:  # the learned text layer: one more feature, and gotchas no rule found (never confident)
+        from sparkops.diagnose.learned import text_candidates, text_scores
+
+        tl = lm.text
+        words = text_scores(inp.lines, res.roles, tl.read, tl.idf, tl.centroids, tl.scale)
+        extra = text_candidates(cands, words, tl.only_at)
+        by_text = {c.gotcha: _text_finding(c.gotcha, inp, res.roles, tl, finding) for c in extra}
+        cands = [*cands, *extra]
+    probs = probabilities(utilities(cands, text, lm.weights, lm.priors, lm.families, words))
     caps = {c.gotcha: ceiling(c, text) for c in cands}
+    if words is not None:  # the words alone never make a finding confident
+        from sparkops.diagnose.learned import words_hold
+
+        for g, cap in words_hold(cands, text, lm.weights, lm.priors, lm.families).items():
+            caps[g] = min(caps[g], cap, key=lambda t: t[0])
 
     def held(fs):  # what the report allows: a finding it does not back fully stays under high confidence
         out_ = []
@@ -132,12 +146,14 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     p_of = dict(probs)
     by_gotcha = {s.gotcha: s for s in res.scored + res.below}
     ranked = [(g, p) for g, p in probs if g != NONE][:3]
-    out = [finding(by_gotcha[g]).model_copy(update={"confidence": round(p, 3)}) for g, p in ranked]
+    out = [(by_text[g] if g in by_text else finding(by_gotcha[g])).model_copy(update={"confidence": round(p, 3)})
+           for g, p in ranked]
     best, p_best = probs[0]
     # several clear problems in one report (each strong in the rules' own terms, on a line that reports a failure):
     # all of them are named, whatever share of the probability each gets
     several = kb.scoring.calibration.several_at if kb.scoring.calibration is not None else 1.0
-    strong = [f for f in out if by_gotcha[f.gotcha].confidence >= several and by_gotcha[f.gotcha].failure_evidence]
+    strong = [f for f in out if f.gotcha in by_gotcha and by_gotcha[f.gotcha].confidence >= several
+              and by_gotcha[f.gotcha].failure_evidence]
     if len(strong) >= 2:  # each against "none" alone: the share of one cause among several says nothing here
         pn = p_of[NONE]
         strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
@@ -155,6 +171,20 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
               + ("" if res.failure_reported else "; no line of the input reports a failure") + ".")
     decide = [Decider(gotcha=f.gotcha, **kb.decide[f.gotcha].model_dump()) for f in out if f.gotcha in kb.decide]
     return [], True, reason, out, decide
+
+
+def _text_finding(gotcha: str, inp: InputText, roles, tl, finding) -> Finding:
+    """A finding for a gotcha only the text layer speaks for: the lines whose words weigh most toward it."""
+    from sparkops.diagnose.learned import text_evidence
+    from sparkops.diagnose.matcher import Scored
+    from sparkops.diagnose.text import excerpt
+
+    ev = [Evidence(line=inp.numbers[i], text=excerpt(inp.lines[i], 0, 0),
+                   why="words like " + ", ".join(f"'{w}'" for w in words) + f" stand in the labelled {gotcha} reports")
+          for i, words in text_evidence(inp.lines, roles, tl.read, tl.idf, tl.centroids.get(gotcha, {}))]
+    why = (f"no rule matched {gotcha}; the learned text layer finds the report's words close to its labelled reports "
+           "(a lead to check, never a confident answer)")
+    return finding(Scored(gotcha=gotcha, score=0.0, confidence=0.0, evidence=ev, why=why))
 
 
 def diagnose_text(text: str, source: str = "-", facts: Facts | None = None,

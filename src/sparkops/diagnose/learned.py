@@ -72,6 +72,7 @@ class Candidate:
     kept: bool = True  # over the rules' own threshold (min_confidence)
     anchored: bool = False  # one of its failure patterns (not a topic word) stands on a line reporting the failure
     body_anchored: bool = False  # ... on a line other than the title of a longer report (matcher.py)
+    text_only: bool = False  # no rule found it: the text layer alone speaks for it (its words resemble its reports)
 
 
 def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
@@ -134,6 +135,8 @@ def ceiling(c: Candidate, text: Mapping[str, float]) -> tuple[float, str | None]
     some line of the report says something went wrong; the gotcha's own failure stands in the body, not only in
     the title (an issue title is the reporter's claim, not yet the evidence); and the report is about this
     platform (a GB10 / DGX Spark or its family is named). Otherwise the finding stays, held under HIGH."""
+    if c.text_only:
+        return CEILING, "no rule matched it: only the report's words resemble its labelled reports"
     if not text.get("failure_reported", 1.0):
         return CEILING, "no line of the report says something went wrong"
     if c.anchored and not c.body_anchored:
@@ -144,13 +147,23 @@ def ceiling(c: Candidate, text: Mapping[str, float]) -> tuple[float, str | None]
 
 
 def utilities(cands: Sequence[Candidate], text: Mapping[str, float], weights: Mapping[str, float],
-              priors: Mapping[str, float], families: Mapping[str, Sequence[str]]) -> list[tuple[str, float]]:
-    """(label, linear utility) for every candidate and for "none" (last)."""
+              priors: Mapping[str, float], families: Mapping[str, Sequence[str]],
+              words: Mapping[str, float] | None = None) -> list[tuple[str, float]]:
+    """(label, linear utility) for every candidate and for "none" (last). ``words``: the text layer's score per
+    gotcha (text_scores), None without a text layer. A text-only candidate has no rule features: its utility is the
+    text layer's alone."""
     out = []
-    for c, f in zip(cands, candidate_features(cands, text, families), strict=True):
+    ruled = [c for c in cands if not c.text_only]
+    for c, f in zip(ruled, candidate_features(ruled, text, families), strict=True):
         u = priors.get(c.gotcha, 0.0) + sum(weights.get("c." + k, 0.0) * v for k, v in f.items())
         u += weights.get("a." + c.gotcha, 0.0) * f["anchored"]  # per gotcha: what standing on the failure is worth
+        if words is not None:
+            u += weights.get("t.text", 0.0) * words.get(c.gotcha, 0.0)
         out.append((c.gotcha, u))
+    for c in cands:
+        if c.text_only:
+            out.append((c.gotcha, weights.get("t.only", 0.0)
+                        + weights.get("t.text", 0.0) * (words or {}).get(c.gotcha, 0.0)))
     out.append((NONE, sum(weights.get("n." + k, 0.0) * text.get(k, 0.0) for k in NONE_FEATURES)))
     return out
 
@@ -162,3 +175,87 @@ def probabilities(utils: Sequence[tuple[str, float]]) -> list[tuple[str, float]]
     z = sum(e for _l, e in ex)
     probs = [(label, e / z) for label, e in ex]
     return sorted(probs, key=lambda t: -t[1])
+
+
+# --- the learned text layer (issue 18, fifth session) ---------------------------------------------------------------
+# Words and word pairs of the report's failure and plain lines (reading.py's roles: not the setup lines, not quoted
+# text), compared with each label's centroid of its labelled reports (tf-idf, cosine; fitted by
+# benchmarks/diagnose_learn.py, shipped in knowledge/diagnose_model.yaml ``text``). It gives every candidate one more
+# feature, ``t.text``: how much closer the words are to that gotcha's reports than to the "none" ones, and it may add
+# a gotcha no rule found (a text-only candidate, never answered with high confidence). Only words used by reports of
+# at least two source groups are kept, so one repository's wording cannot carry it.
+
+_WORD = re.compile(r"[a-z_][a-z0-9_]+")
+_TOKEN_LINE_CHARS = 400  # a failure line is read up to here (a minified blob is not a sentence)
+_TOKEN_LINES = 200  # at most this many failure lines are read
+
+
+def failure_tokens(lines: Sequence[str], roles: Sequence[str], read: Sequence[str] = (FAILURE,)) -> frozenset[str]:
+    """The distinct lower-case words (two or more characters) and adjacent word pairs of the failure lines (or of
+    the lines of the roles in ``read``)."""
+    out: set[str] = set()
+    seen = 0
+    for ln, r in zip(lines, roles, strict=False):
+        if r not in read:
+            continue
+        seen += 1
+        if seen > _TOKEN_LINES:
+            break
+        ws = _WORD.findall(ln[:_TOKEN_LINE_CHARS].lower())
+        out.update(ws)
+        out.update(f"{a} {b}" for a, b in zip(ws, ws[1:], strict=False))
+    return frozenset(out)
+
+
+def text_similarity(tokens: frozenset[str] | set[str], idf: Mapping[str, float],
+                    centroids: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Per label: the cosine between the report's unit tf-idf vector (binary words) and the label's centroid."""
+    v = {t: idf[t] for t in tokens if t in idf}
+    z = math.sqrt(sum(x * x for x in v.values())) or 1.0
+    return {lab: sum(x * cent.get(t, 0.0) for t, x in v.items()) / z for lab, cent in centroids.items()}
+
+
+def text_scores(lines: Sequence[str], roles: Sequence[str], read: Sequence[str], idf: Mapping[str, float],
+                centroids: Mapping[str, Mapping[str, float]], scale: float) -> dict[str, float]:
+    """Per gotcha: how much closer the report's words are to that gotcha's labelled reports than to the "none"
+    ones (cosine to each label's centroid, difference times ``scale``): the text layer's one feature."""
+    sims = text_similarity(failure_tokens(lines, roles, read), idf, centroids)
+    base = sims.get(NONE, 0.0)
+    return {g: scale * (v - base) for g, v in sims.items() if g != NONE}
+
+
+def words_hold(cands: Sequence[Candidate], text: Mapping[str, float], weights: Mapping[str, float],
+               priors: Mapping[str, float], families: Mapping[str, Sequence[str]]) -> dict[str, tuple[float, str]]:
+    """The ceiling the text layer's words alone cannot lift: a gotcha whose probability without the words' feature
+    stays under HIGH is held at CEILING (the words may promote an answer, they do not make it sure)."""
+    ruled = [c for c in cands if not c.text_only]
+    p = dict(probabilities(utilities(ruled, text, weights, priors, families))) if ruled else {}
+    return {c.gotcha: (CEILING, "its confidence rests on the report's wording (the learned text layer), not on the "
+                                "rules' evidence") for c in cands if p.get(c.gotcha, 0.0) < HIGH}
+
+
+def text_candidates(cands: Sequence[Candidate], words: Mapping[str, float], at: float) -> list[Candidate]:
+    """The gotchas no rule found whose text score reaches ``at``, as text-only candidates (after the ruled ones)."""
+    have = {c.gotcha for c in cands}
+    return [Candidate(gotcha=g, score=0.0, evidence_roles=(), failure_evidence=False, topic_only=False, ruled=False,
+                      negated=False, kept=False, text_only=True)
+            for g, v in sorted(words.items(), key=lambda t: -t[1]) if g not in have and v >= at]
+
+
+def text_evidence(lines: Sequence[str], roles: Sequence[str], read: Sequence[str], idf: Mapping[str, float],
+                  centroid: Mapping[str, float], most: int = 2) -> list[tuple[int, list[str]]]:
+    """The lines (index, their strongest words) whose words weigh most toward one label's centroid, best first."""
+    scored = []
+    seen = 0
+    for i, (ln, r) in enumerate(zip(lines, roles, strict=False)):
+        if r not in read:
+            continue
+        seen += 1
+        if seen > _TOKEN_LINES:
+            break
+        toks = failure_tokens([ln], [r], read)
+        ws = sorted(((idf[t] * centroid[t], t) for t in toks if t in idf and t in centroid), reverse=True)
+        if ws:
+            scored.append((sum(w for w, _t in ws), i, [t for _w, t in ws[:3]]))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [(i, words) for _s, i, words in scored[:most]]

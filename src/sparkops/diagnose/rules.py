@@ -317,6 +317,28 @@ class Decide(_Model):
     why: str
 
 
+class TextLayer(_Model):
+    """The learned text layer (learned.py text_scores): per label, the centroid of its labelled reports' words."""
+
+    read: list[Literal["failure", "plain", "context", "quoted"]]  # which lines' words it reads (reading.py roles)
+    min_groups: int = Field(ge=1)  # a word is kept only when reports of this many source groups use it
+    prune: float = Field(ge=0)  # centroid weights under this were dropped
+    scale: float = Field(gt=0)  # the feature is scale * (cosine to the gotcha - cosine to "none")
+    weight: float  # its weight in every ruled candidate's utility (t.text)
+    only: float  # the utility of a text-only candidate besides its text (t.only)
+    only_at: float  # a gotcha no rule found becomes a text-only candidate at or above this text score
+    idf: dict[str, float]
+    centroids: dict[str, dict[str, float]]
+
+    @model_validator(mode="after")
+    def _labels(self) -> TextLayer:
+        bad = [g for g in self.centroids if g not in GOTCHAS and g != "none"]
+        bad += [t for c in self.centroids.values() for t in c if t not in self.idf][:5]
+        if bad:
+            raise ValueError(f"unknown labels or words in the text layer: {bad}")
+        return self
+
+
 class LearnedModel(_Model):
     """The learned decision layer's weights (knowledge/diagnose_model.yaml, written by
     benchmarks/diagnose_learn.py; sparkops/diagnose/learned.py reads them)."""
@@ -333,6 +355,7 @@ class LearnedModel(_Model):
     candidate: dict[str, float]
     none: dict[str, float]
     anchored: dict[str, float] = Field(default_factory=dict)  # per gotcha: weight of "anchored" (learned.py)
+    text: TextLayer | None = None  # the learned text layer (v2); None: the v1 layer without it
 
     @model_validator(mode="after")
     def _known(self) -> LearnedModel:
@@ -348,7 +371,8 @@ class LearnedModel(_Model):
     @cached_property
     def weights(self) -> dict[str, float]:
         return {**{"c." + k: v for k, v in self.candidate.items()}, **{"n." + k: v for k, v in self.none.items()},
-                **{"a." + g: v for g, v in self.anchored.items()}}
+                **{"a." + g: v for g, v in self.anchored.items()},
+                **({"t.text": self.text.weight, "t.only": self.text.only} if self.text is not None else {})}
 
 
 class SymptomKnowledge(_Model):
