@@ -117,7 +117,7 @@ def featurize(cases: list[dict]) -> None:
 
 TEXT = "rocchio"  # "off": the v9 layer; "nb": one more candidate feature, the naive Bayes log-odds of the failure words
 TEXT_ONLY = True  # a gotcha the text speaks for but no rule found becomes a candidate (t.only)
-TEXT_ONLY_AT = 0.0  # ... when its log-odds against "none" reach this
+TEXT_ONLY_AT = 0.0  # ... when its text score is over this (closer to its reports than to the "none" ones)
 ALPHA = 0.5
 MIN_GROUPS = 2  # a word is kept only when reports of at least this many source groups use it
 TEXT_FOLDS = 5
@@ -205,7 +205,7 @@ def attach(c: dict, scores: dict[str, float] | None) -> None:
             row.append((INDEX["t.text"], scores[g]))
         if TEXT_ONLY:
             for g in GOTCHAS:
-                if g not in labels and scores[g] >= TEXT_ONLY_AT:
+                if g not in labels and scores[g] > TEXT_ONLY_AT:
                     labels.append(g)
                     rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)])
                     cap[g] = 0.79  # no rule evidence to show: never high confidence (learned.CEILING)

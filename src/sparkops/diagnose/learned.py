@@ -235,11 +235,11 @@ def words_hold(cands: Sequence[Candidate], text: Mapping[str, float], weights: M
 
 
 def text_candidates(cands: Sequence[Candidate], words: Mapping[str, float], at: float) -> list[Candidate]:
-    """The gotchas no rule found whose text score reaches ``at``, as text-only candidates (after the ruled ones)."""
+    """The gotchas no rule found whose text score is over ``at``, as text-only candidates (after the ruled ones)."""
     have = {c.gotcha for c in cands}
     return [Candidate(gotcha=g, score=0.0, evidence_roles=(), failure_evidence=False, topic_only=False, ruled=False,
                       negated=False, kept=False, text_only=True)
-            for g, v in sorted(words.items(), key=lambda t: -t[1]) if g not in have and v >= at]
+            for g, v in sorted(words.items(), key=lambda t: -t[1]) if g not in have and v > at]
 
 
 def text_evidence(lines: Sequence[str], roles: Sequence[str], read: Sequence[str], idf: Mapping[str, float],

@@ -326,7 +326,7 @@ class TextLayer(_Model):
     scale: float = Field(gt=0)  # the feature is scale * (cosine to the gotcha - cosine to "none")
     weight: float  # its weight in every ruled candidate's utility (t.text)
     only: float  # the utility of a text-only candidate besides its text (t.only)
-    only_at: float  # a gotcha no rule found becomes a text-only candidate at or above this text score
+    only_at: float  # a gotcha no rule found becomes a text-only candidate over this text score
     idf: dict[str, float]
     centroids: dict[str, dict[str, float]]
 
