@@ -387,6 +387,9 @@ def grouped_cv(cases: list[dict], folds: int) -> None:
         for c in test:
             c["pred"], c["p"], c["second"], c["p2"] = decide(w, c, bar)
             c["top_g"], c["p_top"] = top_gotcha(w, c)
+            p = _probs(w, c["rows"])
+            c["named"] = [g for _p, g in sorted(((p[i], g) for i, g in enumerate(c["labels"]) if g != NONE),
+                                                key=lambda t: -t[0])][:3]  # what diagnose lists (answer or candidates)
             c["bar"] = bar
         print(f"fold {k + 1}/{folds}: {len(test)} cases, bar {bar}", file=sys.stderr)
 
@@ -424,6 +427,12 @@ def report(cases: list[dict], sets: list[str], folds: int) -> str:
                    f"{_pct(sum(c['pred'] == c['label'] for c in hi), len(hi))} | "
                    f"{sum(c['pred'] != NONE for c in cs)} | "
                    f"{_pct(sum(c['label'] in (c['pred'], c['second']) for c in cs), len(cs))} |")
+    pos = [c for c in cases if c["label"] != NONE]
+    abst = [c for c in pos if c["pred"] == NONE]
+    out += ["", "The three most likely gotchas hold the label for "
+            f"{_pct(sum(c['label'] in c['named'] for c in pos), len(pos))} of the reports with a G label; on those "
+            "diagnose abstained on (it then lists these three as candidates, each with what would decide it), for "
+            f"{_pct(sum(c['label'] in c['named'] for c in abst), len(abst))}."]
     out += ["", "## Per set (held-out predictions pooled)", "",
             "| set | cases | learned top-1 | rules-only top-1 | answered | said none |", "|---|---:|---:|---:|---:|---:|"]
     for s in sets:
