@@ -76,6 +76,11 @@ HOLDOUTS = (
     HoldoutSet("holdout9", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
                             "topup8", "holdout8", "dev"),
                min_cases=40, min_per_gotcha=0, min_none=25, min_hard_negatives=25),
+    # holdout10 (issue 18, fifth session) is the post-freeze blind set: mostly hard negatives, no G2/G4/G5/G6/G8/G10
+    # positive (README, "Known gaps"): no per-gotcha floor.
+    HoldoutSet("holdout10", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
+                             "topup8", "holdout8", "holdout9", "dev"),
+               min_cases=40, min_per_gotcha=0, min_none=25, min_hard_negatives=25),
 )
 BY_NAME = {h.name: h for h in HOLDOUTS}
 SET_FILES = [(h.name, p) for h in HOLDOUTS for p in sorted(h.folder.glob("*.yaml"))]
