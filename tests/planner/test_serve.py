@@ -531,3 +531,47 @@ def test_v0_profile_holds_a_whole_prompt_of_activations():
     for mml, kv in ((20000, 3.81), (29000, 2.89)):
         res = _vllm(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {mml}", "V0 engine, late 2024 (0.6.x)", m)
         assert abs(res.kv.available_gib - kv) / kv < 0.10
+
+
+def test_v0_chunks_long_prefills_and_only_the_driver_samples():
+    # log vllm-13061 (V0 0.7.x, DeepSeek-R1-Distill-Qwen-14B TP2 on two RTX 4090 at 0.98, no --max-model-len):
+    # the model's 131072 context turns chunked prefill on (512 profiled tokens, arg_utils _set_default_args_v0);
+    # the quoted worker line says 0.19 GiB peak and 8.69 GiB of KV, the pool is 81,536 tokens (the driver's,
+    # which samples), and one request of 131072 tokens does not fit
+    m = serve.Machine(source="log", total_gib=23.55, free_gib=23.55, gpu_name="RTX 4090")
+    res = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B --tensor_parallel_size 2 --gpu_memory_utilization=0.98",
+                "V0 engine, 0.7.x", m)
+    assert res.overheads["profiled_tokens"] == 512
+    assert abs(res.kv.other_ranks_gib - 8.69) / 8.69 < 0.05
+    assert res.kv.other_ranks_gib - res.kv.available_gib > 1.0  # the driver's sampler over 256 x 152064 logits
+    assert abs(res.kv.tokens - 81536) / 81536 < 0.05 and res.kv.fits_max_model_len is False
+    assert any("only the driver worker samples" in n for n in res.notes)
+    # a prompt that fits under 32K is profiled whole; V1 samples on every rank (no second figure)
+    short = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B -tp 2 --max-model-len 20000", "V0 engine, 0.7.x", m)
+    assert short.overheads["profiled_tokens"] == 20000
+    v1 = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B -tp 2", "0.10.1", m)
+    assert v1.kv.other_ranks_gib is None and v1.overheads["profiled_tokens"] == 2048
+    # sliding-window models keep V0's whole-prompt profile (no chunked prefill by default)
+    sw = _vllm("vllm serve mistralai/Mistral-7B-v0.1 --max-model-len 65536", "V0 engine, 0.7.x", m)
+    assert sw.overheads["profiled_tokens"] == 65536
+
+
+def test_default_max_model_len_is_the_config_context():
+    # vLLM takes max_position_embeddings when the launch line does not set --max-model-len
+    shape = serve.resolve_shape("meta-llama/Llama-3.1-8B-Instruct")
+    assert shape.context_train == 131072
+    assert serve.resolve_shape("Qwen/Qwen3-8B").context_train == 40960
+    res = serve.plan_serve(shape, ServeSpec(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct"), spark())
+    assert res.kv.request_gib == pytest.approx(131072 * 32 * 8 * 128 * 2 * 2 / GIB, rel=0.01)
+
+
+def test_fp8_scales_cost_a_fraction_of_a_percent():
+    # logs vllm-h100doc-llama33-70b-fp8 (compressed-tensors FP8-dynamic: one fp32 scale per output channel):
+    # "Model loading took 67.72 GiB" on one H100, 33.88 GiB per rank at TP2
+    shape = serve.resolve_shape("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic")
+    spec = ServeSpec(engine="vllm", model="RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic")
+    fmt = serve.weight_format(shape, spec)
+    assert fmt == "fp8"
+    b, _ = serve.weights_bytes(shape, fmt)
+    assert abs(b / GIB - 67.72) / 67.72 < 0.002
+    assert engines_knowledge().weight_bytes["fp8"] - 1 < 0.001 and engines_knowledge().weight_bytes["int8"] - 1 < 0.001
