@@ -26,7 +26,7 @@ COLLECT_PROBES = ("gpu", "memory", "processes", "host")  # what the refusal rule
 class MethodRow(BaseModel):
     """One method's figures beside its reference (the ``--json`` contract)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     method: str
     operation: str
@@ -46,7 +46,7 @@ class MethodRow(BaseModel):
 class BandwidthReport(BaseModel):
     """What ``spark-ops bandwidth --json`` prints."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     status: Literal["measured", "refused", "failed"]
     reason: str = ""

@@ -26,7 +26,7 @@ class Status(str, Enum):
 class Evidence(BaseModel):
     """A fact the judgment used: its path in the snapshot and its value as read."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     fact: str
     value: Any = None
@@ -35,7 +35,7 @@ class Evidence(BaseModel):
 class Finding(BaseModel):
     """The judgment of one gotcha (or of the identity check)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     gotcha: str  # "identity", "G1".."G10"
     status: Status

@@ -28,7 +28,7 @@ GOTCHAS = tuple(f"G{i}" for i in range(1, 11))
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class _Regex(_Model):

@@ -118,7 +118,7 @@ Bytes = Annotated[int | Unavailable, _bounded("bytes")]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ProbeRecord(_Model):

@@ -30,7 +30,7 @@ class Why(str, Enum):
 class Unavailable(BaseModel):
     """A missing reading and why. Falsy; ordering against numbers raises TypeError."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     unavailable: Why
     detail: str = ""

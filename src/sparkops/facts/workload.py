@@ -24,7 +24,7 @@ COMPONENTS = ["vllm", "sglang", "unsloth", "trl", "peft", "transformers", "axolo
 class Workload(BaseModel):
     """What is planned. Every field optional: an empty workload judges the machine alone."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     text: str = ""
     method: str | None = None  # full | lora | qlora | inference

@@ -36,7 +36,7 @@ SHELL = {"drop-caches": "sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
 
 
 class MemSnapshot(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mem_free_bytes: int | None = None
     mem_available_bytes: int | None = None
@@ -48,7 +48,7 @@ class MemSnapshot(BaseModel):
 class FixResult(BaseModel):
     """What ``spark-ops fix G3 --json`` prints."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     action: str
     status: Literal["applied", "dry-run", "refused", "declined", "failed"]

@@ -24,7 +24,7 @@ Verdict = Literal["ready", "ready-with-warnings", "blocked"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class LaunchEnv(_Model):

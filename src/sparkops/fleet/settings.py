@@ -11,7 +11,7 @@ from sparkops.knowledge import load_file
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Timeouts(_Model):

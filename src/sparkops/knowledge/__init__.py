@@ -22,7 +22,7 @@ from sparkops.knowledge.thresholds import Thresholds
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SubCode(_Model):

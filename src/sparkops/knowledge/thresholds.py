@@ -14,7 +14,7 @@ from sparkops.core.units import GIB, MIB
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class G1(_Section):

@@ -54,7 +54,7 @@ _COUNTERS = {"sw_thermal": "violation.sw_thermal [us]", "hw_thermal": "violation
 class AnalysisResult(BaseModel):
     """What ``spark-ops thermal analyze`` and ``watch``'s closing summary report."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     profile: str
     events: list[Event] = Field(default_factory=list)

@@ -41,7 +41,7 @@ EXIT_OK, EXIT_ALREADY, EXIT_ERROR = 0, 3, 2
 class DaemonStatus(BaseModel):
     """What ``thermal status`` reports (and ``start``/``stop`` return)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     running: bool
     pid: int | None = None

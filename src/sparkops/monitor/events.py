@@ -54,7 +54,7 @@ EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 class Event(BaseModel):
     """One judged episode in a run, with the time it began (and ended, when it did)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     gotcha: Literal["G3", "G4", "G6"]
     kind: EventKind

@@ -45,7 +45,7 @@ class ArchitectureError(InputError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ModelArch(_Strict):

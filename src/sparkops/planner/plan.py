@@ -49,7 +49,7 @@ TERM_TEXT = {
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ModelInfo(_M):

@@ -27,7 +27,7 @@ class PlanInputError(InputError):
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Optimizer(_M):

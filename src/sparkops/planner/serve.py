@@ -334,7 +334,7 @@ def request_kv_bytes(shape: ServeShape, length: int, kv_bytes: float, tp: int = 
 class Machine(BaseModel):
     """The memory an engine meets at start-up, per GPU (GiB)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     source: str  # live | facts | target:<key> | explicit | log
     total_gib: float  # what cudaMemGetInfo calls total (GB10: MemTotal)
     free_gib: float | None = None  # what cudaMemGetInfo calls free (GB10: MemFree: page cache counts as used)
@@ -401,7 +401,7 @@ def machine_from_target(target: str, os_reserve_gib: float) -> Machine:
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ServeModelInfo(_M):

@@ -28,7 +28,7 @@ class ServeInputError(InputError):
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class EngineInfo(_M):

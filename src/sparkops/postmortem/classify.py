@@ -36,7 +36,7 @@ _ORDERLY = re.compile(r"reboot: (Restarting system|Power down)|systemd-shutdown\
 
 
 class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     code: str  # "G3.host_oom", "xid.hardware", "panic", ...
     gotcha: str | None = None  # "G3", "G4"; None: none of the ten
@@ -47,7 +47,7 @@ class Finding(BaseModel):
 
 
 class Cause(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     code: str
     gotcha: str | None

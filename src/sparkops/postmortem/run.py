@@ -18,7 +18,7 @@ MAX_TIMELINE = 15
 
 
 class SourceStatus(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     status: str  # read | empty | unreadable | absent
@@ -29,7 +29,7 @@ class SourceStatus(BaseModel):
 class PostmortemReport(BaseModel):
     """What ``spark-ops postmortem --json`` prints."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     cause: Cause
     unclean_end: bool | None = None  # from last -x: True no shutdown record, False orderly, None unknown
@@ -43,7 +43,7 @@ class PostmortemReport(BaseModel):
 
 
 class XidEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["application", "driver", "hardware"]  # the finding's code is xid.<kind>
     name: str
@@ -52,7 +52,7 @@ class XidEntry(BaseModel):
 class XidFile(BaseModel):
     """``knowledge/xid.yaml``: the Xid numbers postmortem names, and the fix each cause names."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     version: int
     last_verified: date

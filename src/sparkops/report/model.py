@@ -20,7 +20,7 @@ GOTCHA_IDS = tuple(f"G{i}" for i in range(1, 11))
 
 
 class Identity(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     platform: Literal["dgx-spark", "nvidia", "none"]
     profile: str | None = None  # profile key, e.g. "gb10", "h200"
@@ -34,7 +34,7 @@ class Identity(BaseModel):
 
 
 class BlockingItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     gotcha: str
     summary: str
@@ -46,7 +46,7 @@ class BlockingItem(BaseModel):
 class PlanSummary(BaseModel):
     """The memory planner's answer for preflight's workload (``spark-ops plan`` has the full breakdown)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     peak_gb: float | None = None  # GB = 1e9 bytes; G3 compares it with the budget
     budget_gb: float | None = None
@@ -61,7 +61,7 @@ class PlanSummary(BaseModel):
 
 
 class Report(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     # ---- the original minimal contract
     platform: Literal["dgx-spark", "nvidia", "none"]

@@ -13,7 +13,7 @@ from sparkops.core.findings import Finding
 
 
 class _View(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ContainerUsed(_View):

@@ -27,7 +27,7 @@ REASON_NAMES = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerC
 class SoakMetrics(BaseModel):
     """Measured over one soak (seconds relative to the first sample; None: not measurable)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     samples: int = 0
     loaded_samples: int = 0

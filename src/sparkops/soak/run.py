@@ -37,7 +37,7 @@ BASELINE_KIND = "sparkops-soak-baseline"
 class SoakReport(BaseModel):
     """What ``spark-ops thermal soak --json`` prints (and ``--save-baseline`` writes)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: str = BASELINE_KIND
     status: Literal["measured", "interrupted", "refused", "failed"]
