@@ -406,8 +406,10 @@ def _vllm(line: str, version: str | None, m: serve.Machine) -> serve.ServePlanRe
     ("0.11.0", "", "sort", "flashinfer"),
     ("0.11.1", "", "sort", None),                # off by default (vllm#26859), nothing unknown
     ("0.14.1", "VLLM_USE_FLASHINFER_SAMPLER=1 ", "flashinfer", None),  # asked for, and in the wheel since #26443
-    ("0.20.0", "", "flashinfer", "sort"),        # on by default again (vllm#40376)
-    (None, "VLLM_USE_FLASHINFER_SAMPLER=0 ", "sort", None),
+    ("0.16.0", "", "sort", None),
+    ("0.17.0", "", "triton", None),              # the Triton top-k/top-p kernel replaces the sort (vllm#33538)
+    ("0.20.0", "", "flashinfer", "triton"),      # on by default again (vllm#40376); without FlashInfer: Triton
+    (None, "VLLM_USE_FLASHINFER_SAMPLER=0 ", "triton", None),
     ("0.8.5", "", "sort", None),                 # vllm#14815
     ("V0 engine, late 2024 (0.6.x)", "", "sort", None),
 ])
@@ -415,7 +417,20 @@ def test_the_profiled_sampler_follows_the_version_and_the_launch_line(version, e
     spec = parse_command(env + "vllm serve qwen3-8b").model_copy(update={"engine_version": version})
     choice = serve.vllm_sampler(spec, "H100 80GB")
     assert (choice.kind, choice.other) == (kind, other)
-    assert serve.vllm_sampler(spec, "AMD Instinct MI300X").kind == "sort"  # no FlashInfer on ROCm
+    amd = serve.vllm_sampler(spec, "AMD Instinct MI300X")  # no FlashInfer on ROCm: the native path
+    native = "triton" if version in ("0.17.0", "0.20.0", None) else "sort"
+    assert (amd.kind, amd.other) == (native, None)
+
+
+def test_the_triton_sampler_holds_no_sorted_copy():
+    # vllm#33538: masks in place, then softmax and noise: 14 bytes per logit plus ~80 MiB of buffers, against
+    # the sort's 38; log vllm-myoceane-gpt-oss-20b (0.19, A100 80GB, 0.65): "Available KV cache memory: 36.56 GiB"
+    shape = serve.resolve_shape("openai/gpt-oss-20b")
+    tri, srt = serve.sampler_gib(shape, 256, 2048, "triton"), serve.sampler_gib(shape, 256, 2048, "sort")
+    assert tri == pytest.approx(256 * 201088 * 14 / GIB + 0.08) and srt > 2 * tri
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A100 80GB")
+    res = _vllm("vllm serve openai/gpt-oss-20b --max-model-len 131072 --gpu-memory-utilization 0.65", "0.19.0", m)
+    assert abs(res.kv.available_gib - 36.56) / 36.56 < 0.02
 
 
 def test_gpt_oss_on_one_h100_the_sorting_samplers_peak_explains_both_logs():

@@ -528,34 +528,40 @@ class SamplerChoice:
 
 def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
     """The profile's sampler by version (engines.yaml vllm.sampler_by_version), the launch line's
-    VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs always sort."""
+    VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs never use it. Without FlashInfer
+    the native path sorts (``sort``), or, since the Triton top-k/top-p kernel, masks without a sort
+    (``triton``)."""
     env = spec.env.get("VLLM_USE_FLASHINFER_SAMPLER")
-    if re.search(r"\b(MI\d{3}|gfx\d+|AMD|Radeon|Instinct)\b", gpu_name, re.IGNORECASE):
-        return SamplerChoice("sort", None, "FlashInfer does not run on AMD GPUs: the PyTorch-native sorting sampler")
-    if env == "0":
-        return SamplerChoice("sort", None, "VLLM_USE_FLASHINFER_SAMPLER=0: the PyTorch-native sorting sampler")
     v = _version(spec)
     if v == (0, 0, 0):
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
     row = next((r for r in engine_value("vllm", "sampler_by_version") if _ge(v, r["since"])), None)
+    native = (row or {}).get("native", "sort")
+    native_words = ("the Triton top-k/top-p kernel (no full-vocabulary sort)" if native == "triton"
+                    else "the PyTorch-native sorting sampler")
+    if re.search(r"\b(MI\d{3}|gfx\d+|AMD|Radeon|Instinct)\b", gpu_name, re.IGNORECASE):
+        return SamplerChoice(native, None, f"FlashInfer does not run on AMD GPUs: {native_words}")
+    if env == "0":
+        return SamplerChoice(native, None, f"VLLM_USE_FLASHINFER_SAMPLER=0: {native_words}")
     in_wheel = bool(row and row.get("flashinfer_in_wheel"))
     if env == "1":
-        return SamplerChoice("flashinfer", None if in_wheel else "sort",
+        return SamplerChoice("flashinfer", None if in_wheel else native,
                              "VLLM_USE_FLASHINFER_SAMPLER=1: FlashInfer's sampler" +
                              ("" if in_wheel else " (if FlashInfer is installed; the wheel of this version does not bring it)"))
-    if row is None or row["sampler"] == "sort":
-        return SamplerChoice("sort", None, "this version's default: the PyTorch-native sorting sampler")
+    if row is None or row["sampler"] in ("sort", "triton"):
+        return SamplerChoice(native, None, f"this version's default: {native_words}")
     if in_wheel:
-        return SamplerChoice("flashinfer", "sort", "this version's default: FlashInfer's sampler (FlashInfer comes with the "
-                             "wheel); the sorting sampler if FlashInfer is missing or does not support the GPU")
-    return SamplerChoice("sort", "flashinfer", "this version uses FlashInfer's sampler only when FlashInfer is installed, "
+        return SamplerChoice("flashinfer", native, "this version's default: FlashInfer's sampler (FlashInfer comes with the "
+                             f"wheel); {native_words} if FlashInfer is missing or does not support the GPU")
+    return SamplerChoice(native, "flashinfer", "this version uses FlashInfer's sampler only when FlashInfer is installed, "
                          "which `pip install vllm` does not do (container images do): assumed not installed")
 
 
 def sampler_gib(shape: ServeShape, seqs: int, tokens: int, kind: str) -> float:
     """The dummy sampler run's peak: min(max_num_seqs, max_num_batched_tokens) rows of vocab logits."""
     per = engine_value("vllm", "sampler_bytes_per_logit")[kind]
-    return min(seqs, tokens) * shape.vocab * per / GIB
+    extra = float(engine_value("vllm", "triton_sampler_buffers_gib")) if kind == "triton" else 0.0
+    return min(seqs, tokens) * shape.vocab * per / GIB + extra
 
 
 def cudagraph_sizes(max_num_seqs: int) -> list[int]:
@@ -623,7 +629,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
         peak_alt = max(ov["forward_gib"], alt)
         delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
-        other = "the sorting sampler" if choice.other == "sort" else "FlashInfer's sampler"
+        other = {"sort": "the sorting sampler", "triton": "the Triton top-k/top-p kernel"}.get(choice.other, "FlashInfer's sampler")
         out.append(Uncertainty(
             term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
             kv_change_gib=[min(0.0, delta), max(0.0, delta)],
