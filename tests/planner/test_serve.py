@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -561,6 +562,9 @@ def test_v0_chunks_long_prefills_and_only_the_driver_samples():
     assert res.kv.other_ranks_gib - res.kv.available_gib > 1.0  # the driver's sampler over 256 x 152064 logits
     assert abs(res.kv.tokens - 81536) / 81536 < 0.05 and res.kv.fits_max_model_len is False
     assert any("only the driver worker samples" in n for n in res.notes)
+    # no share above the whole GPU is ever suggested (131072 tokens need more than one 4090 holds)
+    shares = [float(w) for s in res.suggestions for w in re.findall(r"--gpu-memory-utilization (\d+\.\d+)", s)]
+    assert all(x <= 1.0 for x in shares) and any("no --gpu-memory-utilization holds" in s for s in res.suggestions)
     # a prompt that fits under 32K is profiled whole; V1 samples on every rank (no second figure)
     short = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B -tp 2 --max-model-len 20000", "V0 engine, 0.7.x", m)
     assert short.overheads["profiled_tokens"] == 20000

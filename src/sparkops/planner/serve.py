@@ -924,8 +924,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             want = max(1, spec.concurrency or 1) * req
             need_util = (want + (p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"]
                                  + p.overheads["cudagraph"])) / machine.total_gib
-            sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
-                        f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+            if need_util <= 1.0:
+                sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
+                            f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+            else:  # no share of this GPU holds it
+                sugg.append(f"no --gpu-memory-utilization holds {max(1, spec.concurrency or 1)} request(s) of {mml} tokens: "
+                            f"they need {need_util * machine.total_gib:.2f} GiB with the weights, more than the GPU's "
+                            f"{machine.total_gib:.2f} GiB; a shorter --max-model-len, an fp8 KV cache, or more GPUs")
         if headroom < 0 and not bad:
             share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
             sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
