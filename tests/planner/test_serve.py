@@ -594,3 +594,15 @@ def test_fp8_scales_cost_a_fraction_of_a_percent():
     b, _ = serve.weights_bytes(shape, fmt)
     assert abs(b / GIB - 67.72) / 67.72 < 0.002
     assert engines_knowledge().weight_bytes["fp8"] - 1 < 0.001 and engines_knowledge().weight_bytes["int8"] - 1 < 0.001
+
+
+def test_ollama_gpt_oss_is_an_mxfp4_moe_file():
+    # ROCm/TheRock#1957 (outside the scored set): llama.cpp prints "file type = MXFP4 MoE, file size = 59.02 GiB
+    # (4.34 BPW)" for gpt-oss-120b; log ollama-16416 loads 61223 + 1104 MiB (Ollama's own blob, a little larger)
+    shape = serve.resolve_shape("gpt-oss:120b")
+    spec = ServeSpec(engine="ollama", model="gpt-oss:120b")
+    fmt = serve.weight_format(shape, spec)
+    assert fmt == "gguf:MXFP4"
+    assert serve.weights_bytes(shape, fmt)[0] / GIB == pytest.approx(59.02, rel=0.01)
+    assert abs(serve.weights_bytes(shape, fmt)[0] / GIB - (61223 + 1104) / 1024) / ((61223 + 1104) / 1024) < 0.05
+    assert serve.weight_format(serve.resolve_shape("qwen3-8b"), ServeSpec(engine="ollama", model="qwen3:8b")) == "gguf:Q4_K_M"

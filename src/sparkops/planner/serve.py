@@ -249,6 +249,8 @@ def weight_format(shape: ServeShape, spec: ServeSpec) -> str:
     """bf16 | fp8 | int8 | awq | gptq | nvfp4 | mxfp4 | gguf:<TYPE>."""
     if spec.engine in ("llama.cpp", "ollama") or shape.gguf_bytes is not None:
         t = shape.gguf_type or gguf_type_from_name(spec.model) or gguf_type_from_name(spec.gguf_path)
+        if t is None and shape.native_format == "mxfp4":  # gpt-oss ships as MXFP4: its GGUFs are "MXFP4 MoE" files
+            t = "MXFP4"
         return f"gguf:{t or 'Q4_K_M'}"
     return format_from_name(spec.model, spec.quantization) or shape.native_format or "bf16"
 
