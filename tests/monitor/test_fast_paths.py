@@ -5,7 +5,10 @@ paths decide. Each fast path is compared with the general one it shortcuts, on g
 - ``LineParser.data``: the per-header conversion plan against the cell-by-cell ``_value`` rule it replaced;
 - ``LogStream`` (two passes over a file, the stamp-only first pass) against ``read_log`` (every line classified,
   rows sorted in memory), rows and notes;
-- ``analyze._median`` against ``statistics.median``.
+- ``analyze._median`` against ``statistics.median``;
+- the column-wise stamp reader (``_stamps``) against ``seconds`` on each stamp, the constant-column test
+  (``_all_equal``) against comparing every cell, and the data-run finder (``_odd_lines``) against testing each
+  line's first character.
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkops.monitor import analyze as an
-from sparkops.monitor.csvlog import LineParser, LogStream, _seconds_general, _value, read_log, seconds
+from sparkops.monitor.csvlog import (
+    LineParser,
+    LogStream,
+    _all_equal,
+    _odd_lines,
+    _seconds_general,
+    _stamps,
+    _value,
+    read_log,
+    seconds,
+)
 from sparkops.monitor.events import COLUMNS
 
 # ---------------------------------------------------------------------------- timestamps
@@ -42,6 +55,45 @@ def stamps(draw):
 @given(st.one_of(stamps(), st.text(max_size=30)))
 def test_seconds_fast_shape_equals_the_regex_reader(text):
     assert seconds(text) == _seconds_general(text.strip())
+
+
+@st.composite
+def stamp_columns(draw):
+    """A block's stamps: mostly one well-formed minute-by-minute run (the column-wise path), sometimes a
+    stamp of another shape, a None, or a one-character change (the whole block then read stamp by stamp)."""
+    n = draw(st.integers(1, 40))
+    start = draw(st.integers(0, 3000))
+    frac = draw(st.sampled_from(["", ".0", ".000", ".123", ".5", ".999999999"]))
+    out = [f"2025/11/24 {(start + i) // 3600 % 24:02d}:{(start + i) // 60 % 60:02d}:{(start + i) % 60:02d}{frac}"
+           for i in range(n)]
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, n - 1))
+        out[at] = draw(st.one_of(st.none(), stamps().map(str.strip), st.just((out[at] or "")[:19] + ".")))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(stamp_columns())
+def test_the_stamp_column_reads_as_each_stamp_does(column):
+    got = list(_stamps(column))
+    want = [seconds(s) for s in column]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert (g != g and w is None) or g == w  # NaN where seconds() has none, else the same float
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["[N/A]", "0", "0,", ",0", "", "0,0", "P0"]), min_size=1, max_size=12))
+def test_the_constant_column_test_is_comparing_every_cell(cells):
+    assert _all_equal(cells, cells[0]) == all(c == cells[0] for c in cells)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["", "1, 2", "#x", "timestamp", " 1", "٣", "0", "\x00", "9z"]), min_size=1,
+                max_size=12))
+def test_the_data_run_finder_stops_where_a_line_starts_with_no_digit(lines):
+    body = "\n".join(lines)
+    assert _odd_lines(body) == [i for i, line in enumerate(lines) if line[:1] not in set("0123456789") or not line]
 
 
 # ---------------------------------------------------------------------------- one row under a header

@@ -26,7 +26,7 @@ import time
 from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, compress, islice, repeat
-from operator import add, gt, le, mul, truediv
+from operator import add, gt, le, mul
 from pathlib import Path
 from typing import BinaryIO
 
@@ -525,7 +525,6 @@ _MAX_LINE_BYTES = 1 << 16  # a CSV row is a few hundred bytes; a longer "line" i
 _READ_BYTES = 1 << 20  # read this much at a time: a Block of about 7,000 rows of a 16-column log
 BLOCK_ROWS = 1 << 13  # rows per Block when a log is read by seeking (not in time order)
 _SORT_RUN = 1 << 16  # stamps sorted at once (as Python objects) before the sorted runs are merged
-_ASCII_DIGITS = frozenset("0123456789")
 _JUDGED_NUMERIC = ("temperature.gpu", "power.draw [W]", "clocks.sm [MHz]", "utilization.gpu [%]", "mem.available [B]",
                    "mem.free [B]", "psi.memory.full.avg10", "violation.sw_thermal [us]", "violation.hw_thermal [us]",
                    "swap.used [B]")
@@ -582,7 +581,7 @@ def _column(column: str, unit: str, conv: tuple[float, float, float, float] | No
     (row, plan position, why)."""
     n = len(cells)
     first = cells[0]
-    if cells[-1] == first and cells[n // 2] == first and cells.count(first) == n:  # one value all along ("[N/A]", "P0", a counter that never moved)
+    if cells[-1] == first and cells[n // 2] == first and _all_equal(cells, first):  # one value all along ("[N/A]", "P0", a counter that never moved)
         value, why = _cell(column, unit, conv, first)
         if why:
             problems.extend((i, at, why) for i in range(n))
@@ -621,27 +620,45 @@ def _column(column: str, unit: str, conv: tuple[float, float, float, float] | No
     return values
 
 
+def _all_equal(cells: Sequence[str], first: str) -> bool:
+    """Every cell is ``first``. Joined with commas, as one string compare: a comma-free ``first`` repeated gives
+    exactly n - 1 commas, so an equal join leaves no cell room for a comma or another text (``list.count``
+    compares cell by cell, several times slower on a block's thousands)."""
+    if "," in first:
+        return cells.count(first) == len(cells)
+    return ",".join(cells) == ",".join([first] * len(cells))
+
+
 def _stamps(ts: list[str | None]) -> array[float]:
-    """:func:`seconds` of each stamp (NaN: none), the shape nvidia-smi and this tool write read column-wise."""
+    """:func:`seconds` of each stamp (NaN: none), the shape nvidia-smi and this tool write read column-wise:
+    ``YYYY/MM/DD HH:MM`` and ``SS.fff`` each read once per distinct value (a log has a few per minute), then
+    ``float(minute + SS) + fff / 10**len(fff)`` per row, the sum :func:`seconds` makes."""
     n = len(ts)
     if n and None not in ts:
         heads = [s[:17] for s in ts]  # type: ignore[index]
-        secs = [s[17:19] for s in ts]  # type: ignore[index]
-        fracs = [s[20:] for s in ts]  # type: ignore[index]
-        dots = "".join([s[19:20] for s in ts])  # type: ignore[index]
-        joined = "".join(secs) + "".join(fracs)
-        lens = set(map(len, fracs))
-        if (dots == "." * n and joined.isdigit() and joined.isascii() and len(lens) == 1 and 0 < min(lens) <= 9
-                and len("".join(secs)) == 2 * n):
+        tails = [s[17:] for s in ts]  # type: ignore[index]
+        parts = {t: _tail(t) for t in set(tails)}
+        if None not in parts.values():
             minutes = {h: _fixed_minute(h[:16]) if h[16:] == ":" else None for h in set(heads)}
             if None not in minutes.values():
-                s_int = list(map(int, secs))
-                if max(s_int) <= 60:
-                    whole = list(map(float, map(add, map(minutes.__getitem__, heads), s_int)))
-                    scale = 10 ** min(lens)
-                    return array("d", map(add, whole, map(truediv, map(int, fracs), repeat(scale))))
+                whole = {t: p[0] for t, p in parts.items()}  # type: ignore[index]
+                frac = {t: p[1] for t, p in parts.items()}  # type: ignore[index]
+                ints = map(add, map(minutes.__getitem__, heads), map(whole.__getitem__, tails))
+                return array("d", map(add, map(float, ints), map(frac.__getitem__, tails)))
     nan = math.nan
     return array("d", [nan if s is None or (v := seconds(s)) is None else v for s in ts])
+
+
+def _tail(text: str) -> tuple[int, float] | None:
+    """A stamp's ``SS.fff`` (after ``HH:MM:``) as (seconds, fraction) the way :func:`seconds` reads it; None for
+    any other shape (the caller reads those stamps one by one)."""
+    sec, frac = text[:2], text[3:]
+    if len(text) == 2 and sec.isdigit() and sec.isascii() and int(sec) <= 60:
+        return int(sec), 0.0
+    if (len(text) >= 4 and text[2] == "." and len(frac) <= 9 and sec.isdigit() and frac.isdigit() and text.isascii()
+            and int(sec) <= 60):
+        return int(sec), int(frac) / 10 ** len(frac)
+    return None
 
 
 class _Rows:
@@ -820,9 +837,9 @@ def _argsort(keys: array[float]) -> Iterable[int]:
     return (i for _key, i in merged)
 
 
-def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes | None], list[int]]]:
-    """The file's lines (without the newline) a chunk at a time, with each line's byte offset (``offsets``); a
-    line of :data:`_MAX_LINE_BYTES` bytes or more is None (never held whole)."""
+def _text_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[str, list[str], frozenset[int], list[int]]]:
+    """The file's lines a read at a time: decoded and joined by newlines (one string per read, searched as a whole)
+    and split, the indices of its over-long lines and each line's byte offset (``offsets``). A line of :data:`_MAX_LINE_BYTES` bytes or more is read as "" (never held whole)."""
     pending = b""
     skipping = 0  # bytes of an over-long line read so far
     pos = 0  # offset of the line in progress
@@ -839,7 +856,20 @@ def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes
             pos += skipping + cut + 1
             skipping = 0
             chunk = chunk[cut + 1:]
-        pieces = (pending + chunk).split(b"\n")
+        buf = pending + chunk
+        if not offsets and not lines and (cut := buf.rfind(b"\n")) >= 0:
+            # the usual read: its whole lines decoded at once, unless one may be over-long (a character is at
+            # most 4 bytes, a replaced bad byte 1: fewer than a quarter of the limit in characters is under it)
+            body = buf[:cut].decode("utf-8", errors="replace")
+            texts = body.split("\n")
+            if max(map(len, texts)) * 4 < _MAX_LINE_BYTES:
+                pending = buf[cut + 1:]
+                pos += cut + 1
+                if len(pending) >= _MAX_LINE_BYTES:
+                    skipping, pending = len(pending), b""
+                yield body, texts, _NONE_LONG, offs
+                continue
+        pieces = buf.split(b"\n")
         pending = pieces.pop()
         lens = list(map(len, pieces))
         if pieces:
@@ -852,9 +882,33 @@ def _byte_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[list[bytes
         if len(pending) >= _MAX_LINE_BYTES:
             skipping, pending = len(pending), b""
         if lines:
-            yield lines, offs
+            longs = frozenset(i for i, x in enumerate(lines) if x is None) if None in lines else _NONE_LONG
+            body = b"\n".join([b"" if x is None else x for x in lines]).decode("utf-8", errors="replace")
+            yield body, body.split("\n"), longs, offs
     if skipping or pending:
-        yield [None if skipping or len(pending) >= _MAX_LINE_BYTES else pending], [pos]
+        if skipping or len(pending) >= _MAX_LINE_BYTES:
+            yield "", [""], frozenset({0}), [pos]
+        else:
+            body = pending.decode("utf-8", errors="replace")
+            yield body, body.split("\n"), _NONE_LONG, [pos]
+
+
+_NONE_LONG: frozenset[int] = frozenset()
+_NOT_DATA_NEXT = re.compile(r"\n(?![0-9])")  # a newline before a line that does not start with an ASCII digit
+
+
+def _odd_lines(body: str) -> list[int]:
+    """Indices of the lines of ``body`` that do not start with an ASCII digit (headers, comments, blank or
+    over-long lines, rows without a stamp first): the ones a data run stops at. (Searched from each newline: a
+    pattern anchored at line starts would be tried at every character.)"""
+    out: list[int] = [] if body[:1].isdigit() and body[:1].isascii() else [0]
+    line = last = 0
+    for m in _NOT_DATA_NEXT.finditer(body):
+        at = m.start()
+        line += body.count("\n", last, at) + 1
+        last = at + 1
+        out.append(line)
+    return out
 
 
 def _fits_header(parser: LineParser, rows: _Rows) -> list[bool]:
@@ -1009,18 +1063,19 @@ class LogStream:
         a read at a time, split, with their line numbers, headers, offsets and timestamps."""
         parser = self.parser
         lineno = 0
-        for lines, offs in _byte_lines(fh, offsets):
+        for body, texts, longs, offs in _text_lines(fh, offsets):
             rows = _Rows()
-            texts = b"\n".join([b"" if x is None else x for x in lines]).decode("utf-8", errors="replace").split("\n")
-            nul = "\x00" in "".join(texts)
+            nul = "\x00" in body
+            odd = _odd_lines(body)
+            j = 0
             header = parser.header
             k, n = 0, len(texts)
             while k < n:
                 # a run of plain data lines (a digit first) under the header in force: split as they are
                 if header is not None and not nul and lineno + k + 1 > 1:
-                    end = k
-                    while end < n and texts[end][:1] in _ASCII_DIGITS and lines[end] is not None:
-                        end += 1
+                    while j < len(odd) and odd[j] < k:
+                        j += 1
+                    end = odd[j] if j < len(odd) else n
                     if end > k:
                         rows.cells.extend(texts[k:end])
                         rows.linenos.extend(range(lineno + k + 1, lineno + end + 1))
@@ -1030,7 +1085,7 @@ class LogStream:
                         k = end
                         continue
                 num = lineno + k + 1
-                if lines[k] is None:
+                if k in longs:
                     parser.problems.add(f"longer than {_MAX_LINE_BYTES} bytes", num)
                 else:
                     kind, cells = parser.classify(num, texts[k])
