@@ -11,6 +11,9 @@ This measures those parts side by side, interleaved, fresh process each (what a 
 - the target interpreter's quick probe alone (``_target_script.py quick``), the target probe's floor;
 - the import of each heavy dependency alone (pydantic, PyYAML, psutil, typer, rich) and of the
   tool's layers (facts models, checks, report), which is what import weight costs;
+- pydantic's plugin discovery alone (``entry_points(group="pydantic")``: every installed distribution's
+  metadata, at the first validator a process builds) and ``--quick`` with plugins off, to see its share;
+- the /proc scan with the facts models imported (compare with the models' import alone);
 - ``preflight --quick`` itself, for the comparison in the same run.
 
 The critical path cannot be shorter than the slowest of the parts that must run one after the other
@@ -53,7 +56,13 @@ IMPORTS = {
     "import sparkops.checks": "import sparkops.checks",
     "import sparkops.report": "import sparkops.report",
     "import sparkops.api": "import sparkops.api",
+    # what pydantic does at its first validator: look for plugins in every installed distribution's entry points
+    "pydantic plugin discovery (entry_points(group='pydantic'))":
+        "from importlib.metadata import entry_points; entry_points(group='pydantic')",
+    "import sparkops.facts.model + the /proc scan": "import os, sparkops.facts.model; "
+        "from sparkops.probes.processes import proc_infos, scan; scan(proc_infos(), os.getpid(), 1 << 30, ('vllm',))",
 }
+NO_PLUGINS = "spark-ops preflight --quick, PYDANTIC_DISABLE_PLUGINS=__all__"
 
 
 def has_gpu() -> bool:
@@ -67,6 +76,7 @@ def rows_for(python: str, tmp: Path, gpu: bool) -> dict[str, list[str]]:
     rows[TARGET] = [python, str(TARGET_SCRIPT), "quick", '["flash-attn", "bitsandbytes"]']
     rows.update({name: [sys.executable, "-c", code] for name, code in IMPORTS.items()})
     rows[QUICK] = bp.preflight_rows(python, tmp)[bp.QUICK]
+    rows[NO_PLUGINS] = ["env", "PYDANTIC_DISABLE_PLUGINS=__all__", *rows[QUICK]]
     return rows
 
 

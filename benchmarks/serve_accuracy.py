@@ -127,7 +127,12 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
         if rec["engine"] == "vllm":
             note = _range_note(res, obs.get("kv_gib"))
             if total and "kv_gib" in obs:
-                rows.append(_num(rid, "KV GiB (end to end)", res.kv.available_gib, obs["kv_gib"], note))
+                # a V0 log line quoted from a non-driver worker (kv_rank: worker) is that rank's KV figure,
+                # not the pool's (only the driver samples; the pool is the smallest rank's)
+                worker = obs.get("kv_rank") == "worker" and res.kv.other_ranks_gib is not None
+                pred_kv = res.kv.other_ranks_gib if worker else res.kv.available_gib
+                rows.append(_num(rid, "KV GiB (end to end)", pred_kv, obs["kv_gib"],
+                                 ("a non-driver rank's KV; " + note) if worker else note))
             if total and tokens_obs:
                 rows.append(_num(rid, "KV tokens (end to end)", res.kv.tokens, tokens_obs, note))
             if total and "kv_gib" in obs and obs.get("sampler") in ("flashinfer", "sort"):

@@ -264,3 +264,28 @@ def test_the_bounded_argsort_is_the_stable_sort(keys, run, falling):
     packed = array("d", keys)
     with mock.patch.object(csvlog, "_SORT_RUN", run):
         assert list(csvlog._argsort(packed)) == sorted(range(len(keys)), key=keys.__getitem__)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(at=st.integers(0, 40), kind=st.sampled_from(["digits", "text", "last"]), size=st.sampled_from([1, 2, 5]),
+       read=st.sampled_from([4096, 1 << 16, 1 << 20]), crlf=st.booleans())
+def test_an_over_long_line_is_skipped_as_the_row_reader_skips_it(at, kind, size, read, crlf, tmp_path_factory):
+    """A "line" of 64 KiB or more (a pasted blob, a log without newlines) is noted and skipped, never held
+    whole, wherever it falls: among the rows, spanning several reads, or last without a newline; a digit
+    first (the data-run path) or not; CRLF line ends too. Judged as the row-by-row reader judges it."""
+    lines = (THERMAL / "gb10_normal_plateau.csv").read_text().splitlines()
+    blob = ("1" if kind == "digits" else "x") * (size * csvlog._MAX_LINE_BYTES)
+    body = lines[1:]
+    if kind == "last":
+        text = "\n".join([lines[0], *body]) + "\n" + blob
+    else:
+        where = min(at, len(body))
+        text = "\n".join([lines[0], *body[:where], blob, *body[where:]]) + "\n"
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    path = tmp_path_factory.mktemp("log") / "log.csv"
+    path.write_text(text)
+    with mock.patch.object(csvlog, "_READ_BYTES", read):
+        got = analyze_log(LogStream(path), KB, "gb10")
+    _same(got, _stream_old(path, "gb10"))
+    assert any("longer than" in n for n in got.notes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -406,8 +407,10 @@ def _vllm(line: str, version: str | None, m: serve.Machine) -> serve.ServePlanRe
     ("0.11.0", "", "sort", "flashinfer"),
     ("0.11.1", "", "sort", None),                # off by default (vllm#26859), nothing unknown
     ("0.14.1", "VLLM_USE_FLASHINFER_SAMPLER=1 ", "flashinfer", None),  # asked for, and in the wheel since #26443
-    ("0.20.0", "", "flashinfer", "sort"),        # on by default again (vllm#40376)
-    (None, "VLLM_USE_FLASHINFER_SAMPLER=0 ", "sort", None),
+    ("0.16.0", "", "sort", None),
+    ("0.17.0", "", "triton", None),              # the Triton top-k/top-p kernel replaces the sort (vllm#33538)
+    ("0.20.0", "", "flashinfer", "triton"),      # on by default again (vllm#40376); without FlashInfer: Triton
+    (None, "VLLM_USE_FLASHINFER_SAMPLER=0 ", "triton", None),
     ("0.8.5", "", "sort", None),                 # vllm#14815
     ("V0 engine, late 2024 (0.6.x)", "", "sort", None),
 ])
@@ -415,7 +418,20 @@ def test_the_profiled_sampler_follows_the_version_and_the_launch_line(version, e
     spec = parse_command(env + "vllm serve qwen3-8b").model_copy(update={"engine_version": version})
     choice = serve.vllm_sampler(spec, "H100 80GB")
     assert (choice.kind, choice.other) == (kind, other)
-    assert serve.vllm_sampler(spec, "AMD Instinct MI300X").kind == "sort"  # no FlashInfer on ROCm
+    amd = serve.vllm_sampler(spec, "AMD Instinct MI300X")  # no FlashInfer on ROCm: the native path
+    native = "triton" if version in ("0.17.0", "0.20.0", None) else "sort"
+    assert (amd.kind, amd.other) == (native, None)
+
+
+def test_the_triton_sampler_holds_no_sorted_copy():
+    # vllm#33538: masks in place, then softmax and noise: 14 bytes per logit plus ~80 MiB of buffers, against
+    # the sort's 38; log vllm-myoceane-gpt-oss-20b (0.19, A100 80GB, 0.65): "Available KV cache memory: 36.56 GiB"
+    shape = serve.resolve_shape("openai/gpt-oss-20b")
+    tri, srt = serve.sampler_gib(shape, 256, 2048, "triton"), serve.sampler_gib(shape, 256, 2048, "sort")
+    assert tri == pytest.approx(256 * 201088 * 14 / GIB + 0.08) and srt > 2 * tri
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A100 80GB")
+    res = _vllm("vllm serve openai/gpt-oss-20b --max-model-len 131072 --gpu-memory-utilization 0.65", "0.19.0", m)
+    assert abs(res.kv.available_gib - 36.56) / 36.56 < 0.02
 
 
 def test_gpt_oss_on_one_h100_the_sorting_samplers_peak_explains_both_logs():
@@ -531,3 +547,62 @@ def test_v0_profile_holds_a_whole_prompt_of_activations():
     for mml, kv in ((20000, 3.81), (29000, 2.89)):
         res = _vllm(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {mml}", "V0 engine, late 2024 (0.6.x)", m)
         assert abs(res.kv.available_gib - kv) / kv < 0.10
+
+
+def test_v0_chunks_long_prefills_and_only_the_driver_samples():
+    # log vllm-13061 (V0 0.7.x, DeepSeek-R1-Distill-Qwen-14B TP2 on two RTX 4090 at 0.98, no --max-model-len):
+    # the model's 131072 context turns chunked prefill on (512 profiled tokens, arg_utils _set_default_args_v0);
+    # the quoted worker line says 0.19 GiB peak and 8.69 GiB of KV, the pool is 81,536 tokens (the driver's,
+    # which samples), and one request of 131072 tokens does not fit
+    m = serve.Machine(source="log", total_gib=23.55, free_gib=23.55, gpu_name="RTX 4090")
+    res = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B --tensor_parallel_size 2 --gpu_memory_utilization=0.98",
+                "V0 engine, 0.7.x", m)
+    assert res.overheads["profiled_tokens"] == 512
+    assert abs(res.kv.other_ranks_gib - 8.69) / 8.69 < 0.05
+    assert res.kv.other_ranks_gib - res.kv.available_gib > 1.0  # the driver's sampler over 256 x 152064 logits
+    assert abs(res.kv.tokens - 81536) / 81536 < 0.05 and res.kv.fits_max_model_len is False
+    assert any("only the driver worker samples" in n for n in res.notes)
+    # no share above the whole GPU is ever suggested (131072 tokens need more than one 4090 holds)
+    shares = [float(w) for s in res.suggestions for w in re.findall(r"--gpu-memory-utilization (\d+\.\d+)", s)]
+    assert all(x <= 1.0 for x in shares) and any("no --gpu-memory-utilization holds" in s for s in res.suggestions)
+    # a prompt that fits under 32K is profiled whole; V1 samples on every rank (no second figure)
+    short = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B -tp 2 --max-model-len 20000", "V0 engine, 0.7.x", m)
+    assert short.overheads["profiled_tokens"] == 20000
+    v1 = _vllm("vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-14B -tp 2", "0.10.1", m)
+    assert v1.kv.other_ranks_gib is None and v1.overheads["profiled_tokens"] == 2048
+    # sliding-window models keep V0's whole-prompt profile (no chunked prefill by default)
+    sw = _vllm("vllm serve mistralai/Mistral-7B-v0.1 --max-model-len 65536", "V0 engine, 0.7.x", m)
+    assert sw.overheads["profiled_tokens"] == 65536
+
+
+def test_default_max_model_len_is_the_config_context():
+    # vLLM takes max_position_embeddings when the launch line does not set --max-model-len
+    shape = serve.resolve_shape("meta-llama/Llama-3.1-8B-Instruct")
+    assert shape.context_train == 131072
+    assert serve.resolve_shape("Qwen/Qwen3-8B").context_train == 40960
+    res = serve.plan_serve(shape, ServeSpec(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct"), spark())
+    assert res.kv.request_gib == pytest.approx(131072 * 32 * 8 * 128 * 2 * 2 / GIB, rel=0.01)
+
+
+def test_fp8_scales_cost_a_fraction_of_a_percent():
+    # logs vllm-h100doc-llama33-70b-fp8 (compressed-tensors FP8-dynamic: one fp32 scale per output channel):
+    # "Model loading took 67.72 GiB" on one H100, 33.88 GiB per rank at TP2
+    shape = serve.resolve_shape("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic")
+    spec = ServeSpec(engine="vllm", model="RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic")
+    fmt = serve.weight_format(shape, spec)
+    assert fmt == "fp8"
+    b, _ = serve.weights_bytes(shape, fmt)
+    assert abs(b / GIB - 67.72) / 67.72 < 0.002
+    assert engines_knowledge().weight_bytes["fp8"] - 1 < 0.001 and engines_knowledge().weight_bytes["int8"] - 1 < 0.001
+
+
+def test_ollama_gpt_oss_is_an_mxfp4_moe_file():
+    # ROCm/TheRock#1957 (outside the scored set): llama.cpp prints "file type = MXFP4 MoE, file size = 59.02 GiB
+    # (4.34 BPW)" for gpt-oss-120b; log ollama-16416 loads 61223 + 1104 MiB (Ollama's own blob, a little larger)
+    shape = serve.resolve_shape("gpt-oss:120b")
+    spec = ServeSpec(engine="ollama", model="gpt-oss:120b")
+    fmt = serve.weight_format(shape, spec)
+    assert fmt == "gguf:MXFP4"
+    assert serve.weights_bytes(shape, fmt)[0] / GIB == pytest.approx(59.02, rel=0.01)
+    assert abs(serve.weights_bytes(shape, fmt)[0] / GIB - (61223 + 1104) / 1024) / ((61223 + 1104) / 1024) < 0.05
+    assert serve.weight_format(serve.resolve_shape("qwen3-8b"), ServeSpec(engine="ollama", model="qwen3:8b")) == "gguf:Q4_K_M"

@@ -519,7 +519,8 @@ class Detector:
             if prev is not None:
                 steps.insert(0, st[0] - prev)
             if not steps or min(steps) > 0:  # the interval in force: each step, clamped
-                clamped = map(min, map(max, steps, repeat(0.001)), repeat(3600.0))
+                clamped = (steps if min(steps, default=1.0) >= 0.001 and max(steps, default=1.0) <= 3600.0  # no clamp to do
+                           else map(min, map(max, steps, repeat(0.001)), repeat(3600.0)))
                 dts = array("d", clamped) if prev is not None else array("d", [dt, *clamped])
                 self._prev_t, self._dt = st[n - 1], dts[n - 1]
                 if self._stamped_first is None:

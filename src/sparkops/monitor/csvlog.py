@@ -293,6 +293,21 @@ class _Header:
             conv = (fac[0], fac[1], *_SANE[col]) if isinstance(fac, tuple) else None
             self.plan.append((i, col, unit, conv))
 
+    def fits(self, fields: int) -> bool:
+        """Whether a line of ``fields`` comma-separated fields is read under this header: as many as its columns,
+        or more when the last column is ``gpu.processes`` (its list takes the extra commas). The one field-count
+        rule: the row reader, the column reader and the time-order pass all ask it."""
+        width = len(self.columns)
+        return fields == width or (0 < width < fields and self.columns[-1] == "gpu.processes")
+
+    def fit(self, cells: list[str]) -> list[str] | None:
+        """A line's cells as this header reads them (a trailing ``gpu.processes`` list joined back), or None when
+        the line does not fit (:meth:`fits`)."""
+        if not self.fits(len(cells)):
+            return None
+        keep = len(self.columns) - 1
+        return cells if len(cells) == keep + 1 else [*cells[:keep], ",".join(cells[keep:])]
+
 
 def _looks_like_header(cells: list[str]) -> bool:
     """All cells field-name shaped and at least one a field we know (judged or ignored)."""
@@ -378,12 +393,11 @@ class LineParser:
         """A data line's cells (under ``header``, default the one in force) -> a Sample, or None."""
         header = header or self.header
         assert header is not None
-        if len(cells) > len(header.columns) and header.columns and header.columns[-1] == "gpu.processes":
-            keep = len(header.columns) - 1
-            cells = cells[:keep] + [",".join(cells[keep:])]
-        if len(cells) != len(header.columns):
+        fitted = header.fit(cells)
+        if fitted is None:
             self.problems.add(f"{len(cells)} fields where the header has {len(header.columns)}", lineno)
             return None
+        cells = fitted
         if header.index_at is not None:
             idx = cells[header.index_at]
             if self.gpu_index is None:
@@ -728,11 +742,10 @@ def _build(parser: LineParser, rows: _Rows, row_problems: _Problems) -> tuple[Bl
             cells = []
             ok_idx = []
             for i, line in zip(idx, lines, strict=True):
-                c = [x.strip() for x in line.split(",")]
-                if len(c) > width and header.columns and header.columns[-1] == "gpu.processes":
-                    c = [*c[:width - 1], ",".join(c[width - 1:])]
-                if len(c) != width:
-                    dropped.append((i, f"{len(c)} fields where the header has {width}"))
+                split = [x.strip() for x in line.split(",")]
+                c = header.fit(split)
+                if c is None:
+                    dropped.append((i, f"{len(split)} fields where the header has {width}"))
                     continue
                 cells.append(c)
                 ok_idx.append(i)
@@ -915,12 +928,8 @@ def _fits_header(parser: LineParser, rows: _Rows) -> list[bool]:
     """Whether each data line has its header's field count (as :meth:`LineParser.data` requires, a trailing
     ``gpu.processes`` column taking any extra commas): the lines it will refuse must not order the others, as
     :func:`read_log`, which sorts the rows it kept, does not let them."""
-    out: list[bool] = []
-    for line, h in zip(rows.cells, rows.headers, strict=True):
-        cols = parser.headers[h].columns
-        n = line.count(",") + 1
-        out.append(n == len(cols) or (n > len(cols) and bool(cols) and cols[-1] == "gpu.processes"))
-    return out
+    headers = parser.headers
+    return [headers[h].fits(line.count(",") + 1) for line, h in zip(rows.cells, rows.headers, strict=True)]
 
 
 def _stamp_cells(parser: LineParser, rows: _Rows) -> list[str | None]:

@@ -215,15 +215,31 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
             if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
                 if e.same_as:
                     s = shape_from_arch(architecture.resolve(e.same_as))
-                    return ServeShape(**{**s.__dict__, "id": e.id, "name": e.name, "source": e.source})
-                return shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
+                    return ServeShape(**{**s.__dict__, "id": e.id, "name": e.name, "source": e.source,
+                                         "context_train": _catalog_context(e.same_as)})
+                s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
+                ctx = e.config.get("max_position_embeddings")
+                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None})
     last: Exception | None = None
     for n in names:
         try:
-            return shape_from_arch(architecture.resolve(n, env=env))
+            s = shape_from_arch(architecture.resolve(n, env=env))
+            return ServeShape(**{**s.__dict__, "context_train": _catalog_context(n)})
         except architecture.ArchitectureError as exc:
             last = last or exc
     raise ServeInputError(str(last) if last else f"unknown model {model!r}")
+
+
+def _catalog_context(name: str) -> int | None:
+    """The catalog config's max_position_embeddings: what vLLM and SGLang take as max_model_len when the
+    launch line does not set it (vllm/config ModelConfig._get_and_verify_max_len reads it from config.json).
+    None for local paths and models outside the catalog."""
+    from sparkops.planner import architecture
+
+    e = architecture._lookup(name)
+    cfg = getattr(e, "config", None)
+    ctx = cfg.get("max_position_embeddings") if isinstance(cfg, dict) else None
+    return ctx if isinstance(ctx, int) else None
 
 
 # ------------------------------------------------------------------ weights
@@ -233,6 +249,8 @@ def weight_format(shape: ServeShape, spec: ServeSpec) -> str:
     """bf16 | fp8 | int8 | awq | gptq | nvfp4 | mxfp4 | gguf:<TYPE>."""
     if spec.engine in ("llama.cpp", "ollama") or shape.gguf_bytes is not None:
         t = shape.gguf_type or gguf_type_from_name(spec.model) or gguf_type_from_name(spec.gguf_path)
+        if t is None and shape.native_format == "mxfp4":  # gpt-oss ships as MXFP4: its GGUFs are "MXFP4 MoE" files
+            t = "MXFP4"
         return f"gguf:{t or 'Q4_K_M'}"
     return format_from_name(spec.model, spec.quantization) or shape.native_format or "bf16"
 
@@ -417,6 +435,9 @@ class KVInfo(_M):
     fits_max_model_len: bool | None
     max_model_len_fitting: int | None  # the longest single request the pool holds
     available_range_gib: list[float] | None = None  # [low, high] over the named uncertainties (vLLM)
+    # vLLM V0 with several ranks: the KV each non-driver rank profiles (only the driver worker runs the sampler);
+    # the pool is the smallest rank's, the driver's (available_gib)
+    other_ranks_gib: float | None = None
     sliding_layers: int = 0
     mla: bool = False
 
@@ -509,34 +530,40 @@ class SamplerChoice:
 
 def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
     """The profile's sampler by version (engines.yaml vllm.sampler_by_version), the launch line's
-    VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs always sort."""
+    VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs never use it. Without FlashInfer
+    the native path sorts (``sort``), or, since the Triton top-k/top-p kernel, masks without a sort
+    (``triton``)."""
     env = spec.env.get("VLLM_USE_FLASHINFER_SAMPLER")
-    if re.search(r"\b(MI\d{3}|gfx\d+|AMD|Radeon|Instinct)\b", gpu_name, re.IGNORECASE):
-        return SamplerChoice("sort", None, "FlashInfer does not run on AMD GPUs: the PyTorch-native sorting sampler")
-    if env == "0":
-        return SamplerChoice("sort", None, "VLLM_USE_FLASHINFER_SAMPLER=0: the PyTorch-native sorting sampler")
     v = _version(spec)
     if v == (0, 0, 0):
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
     row = next((r for r in engine_value("vllm", "sampler_by_version") if _ge(v, r["since"])), None)
+    native = (row or {}).get("native", "sort")
+    native_words = ("the Triton top-k/top-p kernel (no full-vocabulary sort)" if native == "triton"
+                    else "the PyTorch-native sorting sampler")
+    if re.search(r"\b(MI\d{3}|gfx\d+|AMD|Radeon|Instinct)\b", gpu_name, re.IGNORECASE):
+        return SamplerChoice(native, None, f"FlashInfer does not run on AMD GPUs: {native_words}")
+    if env == "0":
+        return SamplerChoice(native, None, f"VLLM_USE_FLASHINFER_SAMPLER=0: {native_words}")
     in_wheel = bool(row and row.get("flashinfer_in_wheel"))
     if env == "1":
-        return SamplerChoice("flashinfer", None if in_wheel else "sort",
+        return SamplerChoice("flashinfer", None if in_wheel else native,
                              "VLLM_USE_FLASHINFER_SAMPLER=1: FlashInfer's sampler" +
                              ("" if in_wheel else " (if FlashInfer is installed; the wheel of this version does not bring it)"))
-    if row is None or row["sampler"] == "sort":
-        return SamplerChoice("sort", None, "this version's default: the PyTorch-native sorting sampler")
+    if row is None or row["sampler"] in ("sort", "triton"):
+        return SamplerChoice(native, None, f"this version's default: {native_words}")
     if in_wheel:
-        return SamplerChoice("flashinfer", "sort", "this version's default: FlashInfer's sampler (FlashInfer comes with the "
-                             "wheel); the sorting sampler if FlashInfer is missing or does not support the GPU")
-    return SamplerChoice("sort", "flashinfer", "this version uses FlashInfer's sampler only when FlashInfer is installed, "
+        return SamplerChoice("flashinfer", native, "this version's default: FlashInfer's sampler (FlashInfer comes with the "
+                             f"wheel); {native_words} if FlashInfer is missing or does not support the GPU")
+    return SamplerChoice(native, "flashinfer", "this version uses FlashInfer's sampler only when FlashInfer is installed, "
                          "which `pip install vllm` does not do (container images do): assumed not installed")
 
 
 def sampler_gib(shape: ServeShape, seqs: int, tokens: int, kind: str) -> float:
     """The dummy sampler run's peak: min(max_num_seqs, max_num_batched_tokens) rows of vocab logits."""
     per = engine_value("vllm", "sampler_bytes_per_logit")[kind]
-    return min(seqs, tokens) * shape.vocab * per / GIB
+    extra = float(engine_value("vllm", "triton_sampler_buffers_gib")) if kind == "triton" else 0.0
+    return min(seqs, tokens) * shape.vocab * per / GIB + extra
 
 
 def cudagraph_sizes(max_num_seqs: int) -> list[int]:
@@ -569,7 +596,10 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
         x.lower() in gpu_name.lower() for x in engine_value("vllm", "large_gpu_excludes"))
     v = _version(spec)
     if v == (0, 0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
-        tokens = spec.max_num_batched_tokens or max(spec.max_model_len or 2048, 2048)
+        c = engine_value("vllm", "v0_chunked_prefill")
+        mml = spec.max_model_len or s.context_train
+        chunked = bool(mml and mml > c["above_max_model_len"] and not s.sliding_layers and not s.mla_dim)
+        tokens = spec.max_num_batched_tokens or (c["max_num_batched_tokens"] if chunked else max(mml or 2048, 2048))
     else:
         tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
@@ -601,7 +631,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
         peak_alt = max(ov["forward_gib"], alt)
         delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
-        other = "the sorting sampler" if choice.other == "sort" else "FlashInfer's sampler"
+        other = {"sort": "the sorting sampler", "triton": "the Triton top-k/top-p kernel"}.get(choice.other, "FlashInfer's sampler")
         out.append(Uncertainty(
             term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
             kv_change_gib=[min(0.0, delta), max(0.0, delta)],
@@ -641,6 +671,7 @@ class _Plan:
     start: StartCheck
     notes: list[str]
     uncertainties: list[Uncertainty] = field(default_factory=list)
+    kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -649,12 +680,22 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name)
     notes = []
+    kv_other = None
     if spec.kv_cache_memory_bytes:
         kv_avail = spec.kv_cache_memory_bytes / GIB
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
         graphs = ov["cudagraph"] if _graphs_in_budget(spec) else 0.0
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
+        if _version(spec) == (0, 0, 0) and tp * spec.pipeline_parallel > 1:
+            # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
+            # the forward pass alone and print a larger KV figure; the executor keeps the smallest rank's block
+            # count (min over workers), the driver's
+            other = round(requested - weights_gib - ov["forward_gib"] - ov["non_torch"] - graphs, 2)
+            if other != round(kv_avail, 2):
+                kv_other = other
+                notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
+                             f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
     block = int(engine_value("vllm", "block_size"))
     page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
     tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
@@ -675,7 +716,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
-                 start=start, notes=notes, uncertainties=unc)
+                 start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
 
 
 def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -823,7 +864,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         rng = [max(0.0, round(pool + sum(u.kv_change_gib[0] for u in p.uncertainties), 2)),
                max(0.0, round(pool + sum(u.kv_change_gib[1] for u in p.uncertainties), 2))]
     kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
-                available_range_gib=rng,
+                available_range_gib=rng, other_ranks_gib=p.kv_other_ranks,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
                 max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
 
@@ -885,8 +926,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             want = max(1, spec.concurrency or 1) * req
             need_util = (want + (p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"]
                                  + p.overheads["cudagraph"])) / machine.total_gib
-            sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
-                        f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+            if need_util <= 1.0:
+                sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
+                            f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+            else:  # no share of this GPU holds it
+                sugg.append(f"no --gpu-memory-utilization holds {max(1, spec.concurrency or 1)} request(s) of {mml} tokens: "
+                            f"they need {need_util * machine.total_gib:.2f} GiB with the weights, more than the GPU's "
+                            f"{machine.total_gib:.2f} GiB; a shorter --max-model-len, an fp8 KV cache, or more GPUs")
         if headroom < 0 and not bad:
             share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
             sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "

@@ -41,6 +41,9 @@ def render_serve(res: ServePlanResult) -> str:
         rows.append(("KV pool range", f"{low:,.2f} to {high:,.2f} GiB",
                      "over the terms this plan cannot see (below)"
                      + ("; at 0 the engine refuses to start: no memory left for KV blocks" if low <= 0 else "")))
+    if kv.other_ranks_gib is not None:
+        rows.append(("KV the other ranks print", _g(kv.other_ranks_gib),
+                     "V0: only the driver samples; the pool is the smallest rank's, the driver's"))
     rows.append(("KV tokens", "-" if kv.tokens is None else f"{kv.tokens:,}", "what the engine reports as its cache size"))
     if kv.request_gib is not None:
         rows.append(("one request at full length", _g(kv.request_gib),
