@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import csv
 import json
+import signal
 import statistics
 import threading
 from pathlib import Path
@@ -140,12 +141,17 @@ def test_busy_gpu_is_refused_without_starting_the_load(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_stops_the_load_and_frees_it(tmp_path, monkeypatch):
+    # Ctrl-C as a terminal delivers it to Python's default handler. A test run started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and interrupt_main() then does nothing: install the
+    # default handler for this test, so the test does not depend on how pytest was started.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.5, _thread.interrupt_main)
     timer.start()
     try:
         rep = _soak(tmp_path, monkeypatch, minutes=1.0)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert rep.status == "interrupted" and rep.exit_code == 1
     assert "freed" in (tmp_path / "fake.log").read_text()
     assert rep.metrics is not None and rep.metrics.loaded_s < 20
