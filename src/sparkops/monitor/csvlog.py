@@ -851,8 +851,9 @@ def _argsort(keys: array[float]) -> Iterable[int]:
 
 
 def _text_lines(fh: BinaryIO, offsets: bool = True) -> Iterator[tuple[str, list[str], frozenset[int], list[int]]]:
-    """The file's lines a read at a time: decoded and joined by newlines (one string per read, searched as a whole)
-    and split, the indices of its over-long lines and each line's byte offset (``offsets``). A line of :data:`_MAX_LINE_BYTES` bytes or more is read as "" (never held whole)."""
+    """The file's lines a read at a time: the read's text (decoded once, lines joined by newlines: searched as a
+    whole), its lines, the indices of its over-long lines and each line's byte offset (``offsets``). A line of
+    :data:`_MAX_LINE_BYTES` bytes or more is read as "" (never held whole)."""
     pending = b""
     skipping = 0  # bytes of an over-long line read so far
     pos = 0  # offset of the line in progress
