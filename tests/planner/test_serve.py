@@ -24,6 +24,7 @@ from sparkops.planner.serve_engines import (
     engines_knowledge,
     format_from_name,
     gguf_type_from_name,
+    image_version,
     parse_command,
     parse_size,
     spec_from_text,
@@ -58,6 +59,36 @@ def test_multiline_docker_style_and_other_engines():
         ("llama.cpp", 32768, 99, 4, "q8_0", "/m/Qwen3-30B-A3B-UD-Q4_K_XL.gguf")
     s = parse_command("OLLAMA_NUM_PARALLEL=2 OLLAMA_CONTEXT_LENGTH=8k OLLAMA_KV_CACHE_TYPE=q8_0 ollama run gemma3:27b")
     assert (s.engine, s.model, s.parallel, s.ctx_size, s.cache_type_k) == ("ollama", "gemma3:27b", 2, 8000, "q8_0")
+
+
+def test_vllm_docker_image_line_is_read_and_its_tag_names_the_version():
+    """vLLM's own image runs the server as its entrypoint: the arguments after the image are the engine's, and a
+    release tag names the version whose accounting applies; a moving tag (latest, nightly) names none."""
+    s = parse_command("docker run --gpus all -p 8000:8000 -e VLLM_USE_FLASHINFER_SAMPLER=0 "
+                      "vllm/vllm-openai:v0.10.1 --model Qwen/Qwen3-8B --max-model-len 8192")
+    assert (s.engine, s.model, s.max_model_len, s.engine_version) == ("vllm", "Qwen/Qwen3-8B", 8192, "0.10.1")
+    assert s.env == {"VLLM_USE_FLASHINFER_SAMPLER": "0"} and "-p 8000:8000" not in " ".join(s.ignored)
+    s = spec_from_text("docker run --gpus all docker.io/vllm/vllm-openai:0.11.0-cu130 vllm serve Qwen/Qwen3-8B")
+    assert (s.engine, s.model, s.engine_version) == ("vllm", "Qwen/Qwen3-8B", "0.11.0")
+    s = parse_command("docker run --gpus all nvcr.io/nvidia/vllm:25.10-py3 vllm serve Qwen/Qwen3-8B")
+    assert s.engine_version is None  # NGC's tag is its own release number, not vLLM's
+    assert [image_version(t) for t in ("vllm/vllm-openai:latest", "vllm/vllm-openai:nightly", "vllm/vllm-openai",
+                                       "vllm/vllm-openai:v0.9.2@sha256:0a1b", "myorg/vllm-openai:v0.9.2",
+                                       "ghcr.io/vllm/vllm-openai:v0.12.0")] == [None, None, None, "0.9.2", None,
+                                                                                "0.12.0"]
+
+
+def test_the_modelled_version_changes_the_version_bound_terms():
+    """0.10.1's profile sorts the logits (no FlashInfer in its wheel) and subtracts no CUDA-graph estimate; the
+    newest modelled version samples with FlashInfer and subtracts it: the KV pools differ by those terms."""
+    shape = serve.resolve_shape("Qwen/Qwen3-8B")
+    old = serve.plan_serve(shape, spec_from_text("vllm serve Qwen/Qwen3-8B --max-model-len 8192")
+                           .model_copy(update={"engine_version": "0.10.1"}), spark())
+    new = serve.plan_serve(shape, spec_from_text("vllm serve Qwen/Qwen3-8B --max-model-len 8192"), spark())
+    terms = {u.term for u in old.uncertainties}
+    assert "cudagraph" not in terms and "cudagraph" in {u.term for u in new.uncertainties}
+    assert "sort" in next(u.assumed for u in old.uncertainties if u.term == "sampler")
+    assert old.kv.available_gib != new.kv.available_gib
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -300,6 +331,16 @@ def test_cli_plan_serve_json_and_exit_codes(tmp_path):
     assert p.returncode == 2 and "DOES NOT FIT" in p.stdout
     p = spark_ops("plan", "--serve", "--target", "dgx-spark", "-w", "vllm serve no-such-model-xyz")
     assert p.returncode == 3 and "unknown model" in (p.stderr + p.stdout)
+    # --engine-version and a pasted image tag model the same release, and the text says which
+    flag = spark_ops("plan", "--serve", "--json", "--target", "dgx-spark", "--engine-version", "0.10.1", "-w",
+                     "vllm serve Qwen/Qwen3-8B --max-model-len 8192")
+    tag = spark_ops("plan", "--serve", "--json", "--target", "dgx-spark", "-w",
+                    "docker run --gpus all vllm/vllm-openai:v0.10.1 --model Qwen/Qwen3-8B --max-model-len 8192")
+    a, b = json.loads(flag.stdout), json.loads(tag.stdout)
+    assert a["spec"]["engine_version"] == b["spec"]["engine_version"] == "0.10.1" and a["kv"] == b["kv"]
+    text = spark_ops("plan", "--serve", "--target", "dgx-spark", "--engine-version", "0.10.1", "-w",
+                     "vllm serve Qwen/Qwen3-8B --max-model-len 8192").stdout
+    assert "terms by version taken at vLLM 0.10.1" in text
 
 
 def test_every_log_record_says_where_it_came_from_and_what_was_seen():

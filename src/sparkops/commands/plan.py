@@ -87,6 +87,9 @@ def register(app: typer.Typer) -> None:
         kv_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="--serve: auto | fp8 (vLLM/SGLang).")] = None,
         tp: Annotated[int | None, typer.Option("--tensor-parallel", help="--serve: tensor-parallel size.")] = None,
         concurrency: Annotated[int | None, typer.Option(help="--serve: requests at full length wanted at once.")] = None,
+        engine_version: Annotated[str | None, typer.Option("--engine-version", help="--serve: the vLLM release to "
+                                  "model (0.10.1; v0 for the V0 engine). Default: a pasted line's vllm/vllm-openai "
+                                  "image tag, else the newest modelled.")] = None,
         beside: Annotated[list[str] | None, typer.Option(help="--serve: another job on the same pool (a launch line or "
                           "a fine-tune like \"qlora llama-3.1-8b seq 4096\"); repeatable.")] = None,
     ) -> int:
@@ -102,7 +105,8 @@ def register(app: typer.Typer) -> None:
             res_s = api.serve_plan(workload=workload, model=model, config=config, gguf=gguf, engine=engine,
                                    beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
-                                   kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency)
+                                   kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency,
+                                   engine_version=engine_version)
             return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,

@@ -186,11 +186,29 @@ def _norm_flag(tok: str) -> str:
     return tok
 
 
+# vLLM's official image (``docker run ... vllm/vllm-openai:v0.10.1 --model X``): its entrypoint is the OpenAI server,
+# so the arguments after the image are the engine's; its tag names the version whose accounting applies
+_VLLM_IMAGE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::(?P<tag>[\w.+-]+))?(?:@sha256:[0-9a-f]+)?$")
+_RELEASE_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?)(?:$|[-+.])")
+
+
+def image_version(token: str) -> str | None:
+    """The vLLM version a ``vllm/vllm-openai:TAG`` image token names (``v0.10.1``, ``0.11.0-cu130`` -> 0.10.1,
+    0.11.0); None for another token, no tag, or a moving tag (``latest``, ``nightly``: not a version)."""
+    m = _VLLM_IMAGE.match(token)
+    if not m or not m.group("tag"):
+        return None
+    r = _RELEASE_TAG.match(m.group("tag"))
+    return r.group("v") if r else None
+
+
 def _detect_engine(tokens: list[str]) -> tuple[str | None, int]:
     """(engine, index of the first argument after the engine's command)."""
     for i, t in enumerate(tokens):
         base = t.rsplit("/", 1)[-1]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if _VLLM_IMAGE.match(t) and not any(x.rsplit("/", 1)[-1] == "vllm" for x in tokens[i + 1:i + 2]):
+            return "vllm", i + 1  # the image's entrypoint is the server: what follows is its arguments
         if base == "vllm" and nxt == "serve":
             return "vllm", i + 2
         if base in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
@@ -230,6 +248,10 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
         raise ServeInputError(f"unknown engine {eng!r}; known: {', '.join(ENGINES)}")
     table = {"vllm": _VLLM, "sglang": _SGLANG, "llama.cpp": _LLAMA, "ollama": {}, "trtllm": _TRTLLM}[eng]
     spec: dict[str, Any] = {"engine": eng, "env": env}
+    if eng == "vllm":
+        tagged = next((v for t in tokens if (v := image_version(t))), None)
+        if tagged:
+            spec["engine_version"] = tagged
     ignored: list[str] = []
     args = tokens[start:]
     i = 0
@@ -307,7 +329,7 @@ def looks_like_command(text: str) -> bool:
     """True when free text is a launch line rather than a description."""
     low = text.lower()
     return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve)|trtllm-serve)", low)
-                or "vllm.entrypoints" in low)
+                or "vllm.entrypoints" in low or any(_VLLM_IMAGE.match(t) for t in text.split()))
 
 
 # ------------------------------------------------------------------ model names and formats

@@ -11,13 +11,23 @@ def _g(x: float | None, unit: str = " GiB") -> str:
     return "-" if x is None else f"{x:,.2f}{unit}"
 
 
+def _as_version(res: ServePlanResult) -> str:
+    """Which vLLM release the terms that change by version (sampler, CUDA-graph estimate, V0) were taken at."""
+    if res.engine != "vllm":
+        return ""
+    v = res.spec.engine_version
+    if v:
+        return f"; terms by version taken at vLLM {v}"
+    return "; terms by version taken at the newest modelled (--engine-version or an image tag names yours)"
+
+
 def render_serve(res: ServePlanResult) -> str:
     s = res.spec
     m = res.machine
     par = f", TP {s.tensor_parallel}" if s.tensor_parallel > 1 else ""
     par += f", PP {s.pipeline_parallel}" if s.pipeline_parallel > 1 else ""
     lines = [f"{res.model.name} ({res.model.params_b:g}B params, {res.model.format}) on {res.engine}{par}",
-             f"engine accounting modelled: {res.engine_modelled_version}",
+             f"engine accounting modelled: {res.engine_modelled_version}" + _as_version(res),
              f"machine: {m.source}: total {_g(m.total_gib)}, CUDA free {_g(m.free_gib)}"
              + (f", page cache {_g(m.page_cache_gib)}" if m.page_cache_gib is not None else "")
              + (" (unified memory)" if m.unified else ""), ""]
