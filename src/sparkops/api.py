@@ -149,9 +149,28 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
 
 
 def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | Path | None,
-                   opts: CollectOptions | None, kb: Knowledge):
-    """The machine a server meets (a target profile, an explicit size, a snapshot, or this box now)
-    and what already runs on it (from the facts, when there are facts)."""
+                   opts: CollectOptions | None, kb: Knowledge, python: str | Path | None = None):
+    """The machine a server meets (a target profile, an explicit size, a snapshot, or this box now), what already
+    runs on it (from the facts, when there are facts), and the engine's environment: (interpreter, its
+    distributions or None, why not read), from ``python`` (read now) or a snapshot's target; None: neither."""
+    machine, running, used = _serve_machine_facts(target, budget_gb, facts, opts, kb, python)
+    collected_with_it = target is None and budget_gb is None and facts is None and opts is None
+    if python is not None and not collected_with_it:  # a profile, a size or a snapshot: read the interpreter now
+        used = collect(CollectOptions(depth="quick", python=str(python), only=("target",)))
+    if used is None:
+        return machine, running, None
+    t = used.target
+    where = t.python or str(python or "the snapshot's target python")
+    if isinstance(t.distributions, dict):
+        return machine, running, (where, dict(t.distributions), "")
+    if python is None and not t.python:
+        return machine, running, None  # a snapshot without a target environment: nothing was asked of it
+    return machine, running, (where, None, getattr(t.distributions, "detail", "") or "not collected")
+
+
+def _serve_machine_facts(target: str | None, budget_gb: float | None, facts: Facts | Path | None,
+                         opts: CollectOptions | None, kb: Knowledge, python: str | Path | None):
+    """:func:`_serve_machine`'s machine and running jobs, and the facts they came from (None: no facts)."""
     from sparkops.core.units import gb_to_gib
     from sparkops.planner import serve
     from sparkops.planner.serve_budget import neighbours
@@ -162,20 +181,22 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
             raise serve.ServeInputError(f"--budget-gb must be a positive number of GB (got {budget_gb})")
         gib = gb_to_gib(budget_gb)
         return serve.Machine(source="explicit", total_gib=round(gib, 2), free_gib=round(gib, 2),
-                             available_gib=round(gib, 2), detail="given with --budget-gb (free = total)"), []
+                             available_gib=round(gib, 2), detail="given with --budget-gb (free = total)"), [], None
     if target is not None:
-        return serve.machine_from_target(target, reserve), []
+        return serve.machine_from_target(target, reserve), [], None
     if isinstance(facts, (str, Path)):
         source, facts = str(facts), load_facts(Path(facts))
     elif facts is None:
         source = "live"
-        facts = collect(opts or CollectOptions(depth="quick", only=("gpu", "memory", "host", "processes")))
+        sections = ("gpu", "memory", "host", "processes") + (("target",) if python is not None else ())
+        facts = collect(opts or CollectOptions(depth="quick", python=None if python is None else str(python),
+                                               only=sections))
     else:
         source = "given"
     machine = serve.machine_from_facts(facts, source, reserve)
     running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how)
                for n in neighbours(facts, machine.total_gib)]
-    return machine, running
+    return machine, running, facts
 
 
 def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - serve.Machine -> serve.BesideJob
@@ -206,17 +227,20 @@ def _existing(path: str | None) -> str | None:
 def serve_plan(*, workload: str | None = None, model: str | None = None, config: str | None = None,
                gguf: str | None = None, engine: str | None = None, beside: list[str] | tuple[str, ...] = (),
                target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
-               opts: CollectOptions | None = None, kb: Knowledge | None = None, **flags: object) -> ServePlanResult:
+               opts: CollectOptions | None = None, kb: Knowledge | None = None, python: str | Path | None = None,
+               **flags: object) -> ServePlanResult:
     """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
 
     ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
     ``flags`` are :class:`~sparkops.planner.serve_engines.ServeSpec` fields and win over the text.
+    ``python``: the interpreter the engine runs in; its installed vLLM version and FlashInfer (or, without it, a
+    snapshot's target environment) decide vLLM's version-bound terms.
     The machine, first that applies: ``budget_gb``, ``target`` (dgx-spark, h200, h100), ``facts``
     (a snapshot), else this machine now. ``beside``: other jobs on the same pool (launch lines or
     fine-tune descriptions). Returns a :class:`sparkops.planner.serve.ServePlanResult`.
     """
     from sparkops.planner import serve
-    from sparkops.planner.serve_engines import ServeSpec, spec_from_text
+    from sparkops.planner.serve_engines import ServeSpec, spec_from_text, with_installed
 
     kb = kb or load()
     if workload:
@@ -232,10 +256,19 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
         updates["engine"] = engine
     spec = ServeSpec(**{**spec.model_dump(), **updates})
     shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
-    machine, running = _serve_machine(target, budget_gb, facts, opts, kb)
+    machine, running, env_facts = _serve_machine(target, budget_gb, facts, opts, kb, python)
+    said: list[str] = []
+    if env_facts is not None:
+        where, dists, why = env_facts
+        if dists is None:
+            said.append(f"the packages of {where} could not be read ({why}): vLLM's version and FlashInfer not read")
+        else:
+            spec, note = with_installed(spec, where, dists)
+            said += [note] if note and python is not None else []  # a snapshot's training python: silent
     jobs = [_beside_job(t, machine, kb) for t in beside]
-    return serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
-                            running=running)
+    res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
+                           running=running)
+    return res.model_copy(update={"notes": [*res.notes, *said]}) if said else res
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

@@ -91,6 +91,33 @@ def test_the_modelled_version_changes_the_version_bound_terms():
     assert old.kv.available_gib != new.kv.available_gib
 
 
+def test_the_engines_own_environment_decides_the_version_and_the_sampler(tmp_path):
+    """--python names the interpreter vLLM runs in: its installed vLLM version is the one modelled and FlashInfer
+    beside it decides the profile's sampler (no 'sampler' uncertainty left); a version the user names wins; an
+    interpreter without vLLM, or one that cannot be read, leaves both unread and says so."""
+    from tests.fakeenv import make_fake_env
+
+    from sparkops import api
+
+    line = "vllm serve Qwen/Qwen3-8B --max-model-len 8192"
+    with_fi = make_fake_env(tmp_path / "a", {"vllm": "0.10.1.1", "flashinfer-python": "0.2.8"}, None, None)
+    without = make_fake_env(tmp_path / "b", {"vllm": "0.10.1.1"}, None, None)
+    no_vllm = make_fake_env(tmp_path / "c", {"peft": "0.19.1"}, None, None)
+    a = api.serve_plan(workload=line, target="dgx-spark", python=with_fi)
+    b = api.serve_plan(workload=line, target="dgx-spark", python=without)
+    assert (a.spec.engine_version, a.spec.flashinfer_installed, a.spec.installed_in) == ("0.10.1.1", True, str(with_fi))
+    assert (b.spec.engine_version, b.spec.flashinfer_installed) == ("0.10.1.1", False)
+    assert "sampler" not in {u.term for u in a.uncertainties} | {u.term for u in b.uncertainties}
+    assert a.overheads["activation_peak"] < b.overheads["activation_peak"]  # FlashInfer's sampler holds less
+    named = api.serve_plan(workload=line, target="dgx-spark", python=with_fi, engine_version="0.9.2")
+    assert named.spec.engine_version == "0.9.2" and named.spec.flashinfer_installed is True
+    c = api.serve_plan(workload=line, target="dgx-spark", python=no_vllm)
+    assert c.spec.engine_version is None and c.spec.flashinfer_installed is None
+    assert any("vLLM is not installed in" in n for n in c.notes) and "sampler" in {u.term for u in c.uncertainties}
+    gone = api.serve_plan(workload=line, target="dgx-spark", python=tmp_path / "no-such-python")
+    assert any("could not be read" in n for n in gone.notes) and gone.spec.installed_in is None
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ("vllm serve m --gpu-memory-utilization 1.5", "in \\(0.0, 1.0\\]"),
     ("vllm serve m --max-model-len lots", "number like 32768"),
@@ -341,6 +368,15 @@ def test_cli_plan_serve_json_and_exit_codes(tmp_path):
     text = spark_ops("plan", "--serve", "--target", "dgx-spark", "--engine-version", "0.10.1", "-w",
                      "vllm serve Qwen/Qwen3-8B --max-model-len 8192").stdout
     assert "terms by version taken at vLLM 0.10.1" in text
+    bad = spark_ops("plan", "--serve", "--target", "dgx-spark", "--python", str(tmp_path / "nope"), "-w",
+                    "vllm serve Qwen/Qwen3-8B")
+    assert bad.returncode == 3 and "--python" in bad.stderr  # a mistyped interpreter is a usage error, named
+    from tests.fakeenv import make_fake_env
+
+    env = make_fake_env(tmp_path / "env", {"vllm": "0.10.1.1", "flashinfer-python": "0.2.8"}, None, None)
+    text = spark_ops("plan", "--serve", "--target", "dgx-spark", "--python", str(env), "-w",
+                     "vllm serve Qwen/Qwen3-8B --max-model-len 8192").stdout
+    assert f"terms by version taken at vLLM 0.10.1.1 (installed in {env})" in text and "uncertain: sampler" not in text
 
 
 def test_every_log_record_says_where_it_came_from_and_what_was_seen():

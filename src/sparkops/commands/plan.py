@@ -88,8 +88,11 @@ def register(app: typer.Typer) -> None:
         tp: Annotated[int | None, typer.Option("--tensor-parallel", help="--serve: tensor-parallel size.")] = None,
         concurrency: Annotated[int | None, typer.Option(help="--serve: requests at full length wanted at once.")] = None,
         engine_version: Annotated[str | None, typer.Option("--engine-version", help="--serve: the vLLM release to "
-                                  "model (0.10.1; v0 for the V0 engine). Default: a pasted line's vllm/vllm-openai "
-                                  "image tag, else the newest modelled.")] = None,
+                                  "model (0.10.1; v0 for the V0 engine). Default: the one installed in --python, a "
+                                  "pasted line's vllm/vllm-openai image tag, else the newest modelled.")] = None,
+        python: Annotated[Path | None, typer.Option("--python", help="--serve: the interpreter vLLM runs in: its "
+                          "installed vLLM and FlashInfer decide the terms that change by release.",
+                          show_default=False)] = None,
         beside: Annotated[list[str] | None, typer.Option(help="--serve: another job on the same pool (a launch line or "
                           "a fine-tune like \"qlora llama-3.1-8b seq 4096\"); repeatable.")] = None,
     ) -> int:
@@ -102,11 +105,15 @@ def register(app: typer.Typer) -> None:
         if problems:
             raise typer.BadParameter("; ".join(problems), param_hint="--workload/--seq-len/--batch")
         if serve:
+            if python is not None:
+                from sparkops.commands._common import check_python
+
+                check_python(python)
             res_s = api.serve_plan(workload=workload, model=model, config=config, gguf=gguf, engine=engine,
                                    beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
                                    kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency,
-                                   engine_version=engine_version)
+                                   engine_version=engine_version, python=python)
             return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,

@@ -242,8 +242,11 @@ def plan_serve(
     kv_cache_dtype: Annotated[str | None, Field(description="auto | fp8 (vLLM/SGLang).")] = None,
     concurrency: Annotated[int | None, Field(gt=0, description="Requests at full length wanted at once.")] = None,
     engine_version: Annotated[str | None, Field(
-        description="The vLLM release to model (0.10.1; v0 for the V0 engine). Default: the launch line's "
-                    "vllm/vllm-openai image tag, else the newest modelled.")] = None,
+        description="The vLLM release to model (0.10.1; v0 for the V0 engine). Default: the one installed in "
+                    "`python`, the launch line's vllm/vllm-openai image tag, else the newest modelled.")] = None,
+    python: Annotated[str | None, Field(
+        description="The interpreter vLLM runs in: its installed vLLM version and FlashInfer decide the terms "
+                    "that change by release.")] = None,
     beside: Annotated[list[str] | None, Field(
         description='Other jobs on the same memory pool: launch lines or fine-tunes ("qlora llama-3.1-8b seq 4096").')] = None,
     target: Annotated[str | None, Field(description="Plan for a machine you are not on: dgx-spark, h200, h100.")] = None,
@@ -261,7 +264,8 @@ def plan_serve(
         res = api.serve_plan(workload=workload, model=model, engine=engine, gguf=gguf_path, beside=tuple(beside or ()),
                              target=target, facts=_path(facts_path) if facts_path else None,
                              max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                             kv_cache_dtype=kv_cache_dtype, concurrency=concurrency, engine_version=engine_version)
+                             kv_cache_dtype=kv_cache_dtype, concurrency=concurrency, engine_version=engine_version,
+                             python=python)
     from sparkops.commands.plan import ServeOutcome
 
     return ServeOutcome(res).data()

@@ -534,6 +534,8 @@ def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
     the native path sorts (``sort``), or, since the Triton top-k/top-p kernel, masks without a sort
     (``triton``)."""
     env = spec.env.get("VLLM_USE_FLASHINFER_SAMPLER")
+    installed = spec.flashinfer_installed
+    where = f" in {spec.installed_in}" if spec.installed_in else ""
     v = _version(spec)
     if v == (0, 0, 0):
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
@@ -546,6 +548,10 @@ def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
     if env == "0":
         return SamplerChoice(native, None, f"VLLM_USE_FLASHINFER_SAMPLER=0: {native_words}")
     in_wheel = bool(row and row.get("flashinfer_in_wheel"))
+    if installed is not None and row is not None and row["sampler"] not in ("sort", "triton"):  # read, not assumed
+        if installed:
+            return SamplerChoice("flashinfer", None, f"FlashInfer is installed beside vLLM{where}: FlashInfer's sampler")
+        return SamplerChoice(native, None, f"FlashInfer is not installed beside vLLM{where}: {native_words}")
     if env == "1":
         return SamplerChoice("flashinfer", None if in_wheel else native,
                              "VLLM_USE_FLASHINFER_SAMPLER=1: FlashInfer's sampler" +

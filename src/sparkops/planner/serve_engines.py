@@ -86,6 +86,9 @@ class ServeSpec(_M):
     engine: Engine
     model: str | None = None
     engine_version: str | None = None  # the version to model (default: the current one in engines.yaml)
+    # read from the environment the engine runs in (--python, or a snapshot's target), not from the launch line:
+    installed_in: str | None = None  # the interpreter whose distributions gave engine_version / flashinfer_installed
+    flashinfer_installed: bool | None = None  # vLLM: FlashInfer beside it there (None: not read)
     max_model_len: int | None = None  # vLLM --max-model-len, SGLang --context-length
     gpu_memory_utilization: float | None = None  # vLLM
     mem_fraction_static: float | None = None  # SGLang
@@ -444,3 +447,22 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
         raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "
                               "or a GGUF file with --gguf)")
     return ServeSpec(**kw)
+
+
+def with_installed(spec: ServeSpec, where: str, distributions: dict[str, str]) -> tuple[ServeSpec, str | None]:
+    """The spec with what the engine's own environment shows: for vLLM, its installed version (unless the user
+    named one) and whether FlashInfer is installed beside it (which decides the profile's sampler). Read only when
+    the engine itself is installed there: FlashInfer in another environment says nothing. Returns the spec and a
+    note for the plan (None: nothing to say)."""
+    if spec.engine != "vllm":
+        return spec, None
+    dists = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in distributions.items()}
+    version = dists.get("vllm")
+    if not version:
+        return spec, (f"vLLM is not installed in {where}: its version and FlashInfer were not read from there "
+                      "(name the interpreter vLLM runs in with --python, or its release with --engine-version)")
+    update: dict[str, Any] = {"installed_in": where,
+                              "flashinfer_installed": any(k in dists for k in ("flashinfer-python", "flashinfer"))}
+    if not spec.engine_version:
+        update["engine_version"] = version
+    return spec.model_copy(update=update), None

@@ -17,7 +17,8 @@ def _as_version(res: ServePlanResult) -> str:
         return ""
     v = res.spec.engine_version
     if v:
-        return f"; terms by version taken at vLLM {v}"
+        return f"; terms by version taken at vLLM {v}" + (f" (installed in {res.spec.installed_in})"
+                                                         if res.spec.installed_in else "")
     return "; terms by version taken at the newest modelled (--engine-version or an image tag names yours)"
 
 
