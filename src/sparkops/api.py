@@ -163,8 +163,8 @@ def _serve_machine(target: str | None, budget_gb: float | None, facts: Facts | P
     where = t.python or str(python or "the snapshot's target python")
     if isinstance(t.distributions, dict):
         return machine, running, (where, dict(t.distributions), "")
-    if python is None and not t.python:
-        return machine, running, None  # a snapshot without a target environment: nothing was asked of it
+    if python is None:
+        return machine, running, None  # a snapshot's target that was not read: nothing was asked of it here
     return machine, running, (where, None, getattr(t.distributions, "detail", "") or "not collected")
 
 

@@ -116,6 +116,15 @@ def test_the_engines_own_environment_decides_the_version_and_the_sampler(tmp_pat
     assert any("vLLM is not installed in" in n for n in c.notes) and "sampler" in {u.term for u in c.uncertainties}
     gone = api.serve_plan(workload=line, target="dgx-spark", python=tmp_path / "no-such-python")
     assert any("could not be read" in n for n in gone.notes) and gone.spec.installed_in is None
+    # a snapshot's target environment counts when vLLM is installed there, silently otherwise
+    snap = load_facts_fixture("gb10_page_cache")
+    with_vllm = snap.model_copy(update={"target": snap.target.model_copy(update={
+        "python": "/opt/venv/bin/python", "distributions": {"vllm": "0.10.1.1", "flashinfer_python": "0.2.8"}})})
+    from_snapshot = api.serve_plan(workload=line, facts=with_vllm)
+    assert (from_snapshot.spec.engine_version, from_snapshot.spec.flashinfer_installed,
+            from_snapshot.spec.installed_in) == ("0.10.1.1", True, "/opt/venv/bin/python")
+    plain = api.serve_plan(workload=line, facts=snap)
+    assert plain.spec.installed_in is None and not any("vLLM is not installed" in n for n in plain.notes)
 
 
 @pytest.mark.parametrize(("line", "message"), [
