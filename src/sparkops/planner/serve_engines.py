@@ -456,7 +456,9 @@ def with_installed(spec: ServeSpec, where: str, distributions: dict[str, str]) -
     note for the plan (None: nothing to say)."""
     if spec.engine != "vllm":
         return spec, None
-    dists = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in distributions.items()}
+    from sparkops.checks.base import canonical_name
+
+    dists = {canonical_name(k): v for k, v in distributions.items()}
     version = dists.get("vllm")
     if not version:
         return spec, (f"vLLM is not installed in {where}: its version and FlashInfer were not read from there "
