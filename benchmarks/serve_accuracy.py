@@ -156,8 +156,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
                                  f"estimate {obs['cudagraph_estimate_gib']} GiB vs modelled {res.overheads['cudagraph']}"))
             if "kv_gib" in obs and tokens_obs:
                 kvb = serve.kv_dtype_bytes(spec)
-                page = serve.kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * 16
-                given = int(obs["kv_gib"] * GIB // page) * 16
+                given = serve.vllm_kv_tokens(shape, obs["kv_gib"], kvb, tp, spec.max_model_len)
                 rows.append(_num(rid, "KV tokens given KV GiB", given, tokens_obs))
             if "fits_max_model_len" in obs and total:
                 rows.append({"id": rid, "what": "fits max_model_len", "pred": res.kv.fits_max_model_len,
