@@ -755,3 +755,18 @@ def test_hybrid_layer_reader_counts_every_layer_once(types, interval):
         serve.hybrid_layers(dims, len(types))
     with pytest.raises(SIE):
         serve.hybrid_layers({**dims, "full_attention_interval": interval, "linear_conv_kernel_dim": 0}, len(types))
+
+
+def test_gemma4_moe_runs_a_dense_mlp_beside_its_experts_and_full_layers_share_k_and_v():
+    s = serve.resolve_shape("google/gemma-4-26B-A4B")
+    h, v = 2816, 262144
+    sliding = h * 16 * 256 + 2 * h * 8 * 256 + 16 * 256 * h
+    full = h * 16 * 512 + 1 * h * 2 * 512 + 16 * 512 * h  # attention_k_eq_v: one projection for K and V
+    mlp = 3 * h * 2112 + 128 * 3 * h * 704 + h * 128  # dense MLP + experts + router, every layer
+    assert s.params_linear == 25 * sliding + 5 * full + 30 * mlp
+    assert s.params_total == s.params_linear + v * h + 30 * 2 * h + h  # tied embeddings
+    assert (s.sliding_layers, s.sliding_window, s.top_k) == (25, 1024, 8)
+    # myoceane's vLLM 0.19 log: "Model loading took 48.5 GiB" with the vision tower, which the text shape leaves out
+    spec = ServeSpec(engine="vllm", model="google/gemma-4-26B-A4B", max_model_len=131072, enforce_eager=True)
+    res = serve.plan_serve(s, spec, serve.Machine(source="t", total_gib=79.2, free_gib=79.2))
+    assert 46.0 < res.weights_gib < 48.5

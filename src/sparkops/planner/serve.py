@@ -112,11 +112,18 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
     vocab = need("vocab_size")
     n_full, gdn = hybrid_layers(cfg, layers, name)
     experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
-    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("top_k_experts") or 0)
     inter = int(cfg.get("intermediate_size") or 0)
     e_inter = int(cfg.get("moe_intermediate_size") or (inter if experts else 0))
     dense_layers = int(cfg.get("first_k_dense_replace") or 0) if experts else layers
     moe_layers = layers - dense_layers if experts else 0
+    # Gemma 4 MoE (enable_moe_block): every layer runs a dense MLP of intermediate_size beside the experts
+    both = bool(cfg.get("enable_moe_block")) and experts > 0 and inter > 0
+    # sliding-window layers (layer_types "sliding_attention"); Gemma 4's full-attention layers have their own KV
+    # heads and head size (num_global_key_value_heads, global_head_dim) and may share K and V (attention_k_eq_v)
+    lt = cfg.get("layer_types")
+    n_sliding = sum(1 for t in lt if t == "sliding_attention") if isinstance(lt, list) and len(lt) == layers else 0
+    window = cfg.get("sliding_window") if n_sliding else None
     mla = None
     if cfg.get("kv_lora_rank"):
         mla = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 0)
@@ -128,12 +135,18 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
     else:
         gate = 2 if gdn and cfg.get("attn_output_gate", True) else 1  # Qwen3-Next/3.5: q_proj also yields the output gate
         attn = h * heads * hd * gate + 2 * h * kv * hd + heads * hd * h
+    full_attn = attn
+    if n_sliding and cfg.get("global_head_dim"):
+        ghd, gkv = int(cfg["global_head_dim"]), int(cfg.get("num_global_key_value_heads") or kv)
+        full_attn = h * heads * ghd + (1 if cfg.get("attention_k_eq_v") else 2) * h * gkv * ghd + heads * ghd * h
     expert_p = moe_layers * experts * 3 * h * e_inter
     s_inter = int(cfg.get("shared_expert_intermediate_size") or 0)
     shared = moe_layers * (int(cfg.get("n_shared_experts") or 0) * 3 * h * e_inter + (3 * h * s_inter + h if s_inter else 0))
     dense_p = dense_layers * 3 * h * (inter if not experts else int(cfg.get("intermediate_size") or e_inter))
+    if both:
+        dense_p = layers * 3 * h * inter
     router = moe_layers * h * experts
-    mixers = layers * attn
+    mixers = n_sliding * attn + (layers - n_sliding) * full_attn
     if gdn:  # gated-DeltaNet layers: in_proj_qkvz, in_proj_ba, out_proj (vLLM/transformers module layout)
         nk, nv, dk, dv, _ = gdn
         mixers = n_full * attn + (layers - n_full) * (h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + nv * dv * h)
@@ -143,7 +156,8 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
     total = linear + emb + head + layers * 2 * h + h
     ssm = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
     return ServeShape(
-        id=id, name=name, source=source, layers=layers, attn_layers=n_full, sliding_layers=0, sliding_window=None,
+        id=id, name=name, source=source, layers=layers, attn_layers=n_full, sliding_layers=n_sliding,
+        sliding_window=int(window) if isinstance(window, int) else None,
         kv_heads=int(kv), head_dim=int(hd), hidden=h, intermediate=inter, experts=experts, top_k=top_k,
         expert_intermediate=e_inter, vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear,
         params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm)
