@@ -194,22 +194,26 @@ _NEEDS: tuple[_Needs, ...] = (
 )
 
 
-def _passes() -> tuple[tuple[re.Pattern[str], object, tuple[str, ...], tuple[str, ...]], ...]:
+def _passes() -> tuple[tuple[re.Pattern[str], object, frozenset[str], frozenset[str]], ...]:
     # strict: a pattern added without its entry in _NEEDS fails at import, not silently
-    return tuple((pattern, repl, every, anyof)
+    return tuple((pattern, repl, frozenset(every), frozenset(anyof))
                  for (pattern, repl), (every, anyof) in zip((*_SUBS, *_SHAPES), _NEEDS, strict=True))
 
 
 _PASSES = _passes()
+_CASED_NEEDS = tuple(sorted({s for every, _ in _NEEDS for s in every}))
+_LOWER_NEEDS = tuple(sorted({s for _, anyof in _NEEDS for s in anyof}))
 
 
 def redact_text(text: str) -> str:
     """Mask credentials in free text (command lines, URLs, log lines)."""
     if not text:
         return text
+    present = {s for s in _CASED_NEEDS if s in text}  # each need looked for once, not once per pattern
     lower = text.lower() if text.isascii() else None
+    present_lower = {s for s in _LOWER_NEEDS if s in lower} if lower is not None else None
     for pattern, repl, every, anyof in _PASSES:
-        if all(s in text for s in every) and (not anyof or lower is None or any(s in lower for s in anyof)):
+        if every <= present and (not anyof or present_lower is None or not anyof.isdisjoint(present_lower)):
             text = pattern.sub(repl, text)  # type: ignore[arg-type]
     return text
 
