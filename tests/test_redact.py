@@ -288,6 +288,7 @@ def test_the_guarded_pass_masks_exactly_what_every_pattern_masks(pieces):
 
 @pytest.mark.parametrize("text", ["Authorization: token abcdefgh12345", "x Bearer abcdefgh12345678",
                                   "baſic abcdefgh12345678", "BASIC dXNlcjpwYXNz12345678", "AUTHORİZATION: x", "curl -u bob:hunter2 https://h",
-                                  "mysql -pHunter2 db", "redis-cli -a hunter2", "git@ssh.example:org/repo"])
+                                  "mysql -pHunter2 db", "redis-cli -a hunter2", "git@ssh.example:org/repo",
+                                  "app --privatekey hunter2"])
 def test_the_guarded_pass_on_case_and_non_ascii_corners(text):
     assert redact_text(text) == redact_text_unguarded(text)
