@@ -43,7 +43,8 @@ def child(argv: list[str], profile: bool) -> None:
     front.prestart(argv)
     mark("prestart (children, NVML thread)")
     c = time.thread_time()
-    import pydantic.main  # noqa: F401 - what every model module would import first
+    import pydantic.fields  # noqa: F401 - what creating any model class imports (pydantic.types, annotated_types...)
+    import pydantic.main  # noqa: F401
     from pydantic._internal import _model_construction as construction
     cpu["main: import pydantic"] = time.thread_time() - c
     mark("imported pydantic")
