@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sparkops.facts.redact import MASK, redact_argv, redact_env, redact_text
+from sparkops.facts.redact import MASK, redact_argv, redact_env, redact_text, redact_text_unguarded
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -268,3 +268,27 @@ def test_redact_env_never_crashes_and_only_keeps_allowed_names(env):
         assert isinstance(value, str)
         if any(w in name.upper() for w in ("TOKEN", "SECRET", "PASSWORD", "KEY")):
             assert value == MASK
+
+
+# Pieces of the shapes the patterns look for, so generated text often meets (and nearly meets)
+# each pattern's needs: the guarded pass must mask exactly what running every pattern masks.
+_PIECES = ("https://", "user:pw@", "@host", "Authorization: ", "Bearer ", "basic ", "BASIC ", "--api-key ",
+           "--token=", "-p", "-u ", "mysql ", "redis-cli -a ", "HF_TOKEN=", "hf_token: ", "?token=", "&key=",
+           "hf_", "ghp_", "github_pat_", "nvapi-", "sk-", "AKIA", "xoxb-", "=", ":", "@", "-", "_", " ", "'",
+           '"', "a" * 20, "Ab3" * 8, "0123456789abcdefghij", "AWS_SECRET_ACCESS_KEY=", "aws_session_token:",
+           "db.password=", "--wandb-key ", "--proxy-user ", "ſ", "İ", "K", "\n")
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=14))
+def test_the_guarded_pass_masks_exactly_what_every_pattern_masks(pieces):
+    text = "".join(pieces)
+    assert redact_text(text) == redact_text_unguarded(text)
+
+
+@pytest.mark.parametrize("text", ["Authorization: token abcdefgh12345", "x Bearer abcdefgh12345678",
+                                  "baſic abcdefgh12345678", "BASIC dXNlcjpwYXNz12345678", "AUTHORİZATION: x", "curl -u bob:hunter2 https://h",
+                                  "mysql -pHunter2 db", "redis-cli -a hunter2", "git@ssh.example:org/repo",
+                                  "app --privatekey hunter2"])
+def test_the_guarded_pass_on_case_and_non_ascii_corners(text):
+    assert redact_text(text) == redact_text_unguarded(text)

@@ -692,3 +692,81 @@ def test_ollama_gpt_oss_is_an_mxfp4_moe_file():
     assert serve.weights_bytes(shape, fmt)[0] / GIB == pytest.approx(59.02, rel=0.01)
     assert abs(serve.weights_bytes(shape, fmt)[0] / GIB - (61223 + 1104) / 1024) / ((61223 + 1104) / 1024) < 0.05
     assert serve.weight_format(serve.resolve_shape("qwen3-8b"), ServeSpec(engine="ollama", model="qwen3:8b")) == "gguf:Q4_K_M"
+
+
+# ---- hybrid (gated DeltaNet + attention) models: vLLM's layout read from its source (session 6)
+
+
+def test_hybrid_attention_block_is_the_one_vllm_prints():
+    # "Setting attention block size to 2096 tokens" (Qwen3.6-35B-A3B NVFP4, fp8 KV, one GPU: code index 52066611745)
+    # and 1056 (Qwen3.5-4B, fp8 KV, vLLM 0.16.1: code index 54355267735)
+    q36 = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    q35 = serve.resolve_shape("Qwen/Qwen3.5-4B")
+    assert (q36.attn_layers, q36.linear_layers, q35.attn_layers, q35.linear_layers) == (10, 30, 8, 24)
+    assert serve.vllm_hybrid_layout(q36, 1.0, 1).block_tokens == 2096
+    assert serve.vllm_hybrid_layout(q35, 1.0, 1).block_tokens == 1056
+    # a bf16 cache halves the tokens an attention page holds; tensor parallel splits the state and the heads alike
+    assert serve.vllm_hybrid_layout(q35, 2.0, 1).block_tokens == 528
+    hy = serve.vllm_hybrid_layout(q36, 1.0, 1)
+    assert (hy.group_size, hy.attn_groups, hy.state_groups) == (10, 1, 3)
+    assert hy.page_bytes >= hy.state_bytes == 3 * 8192 * 2 + 32 * 128 * 128 * 4
+    assert serve.vllm_hybrid_layout(serve.resolve_shape("qwen3-8b"), 2.0, 1) is None
+
+
+def test_hybrid_kv_tokens_from_the_engines_own_kv_memory():
+    # club-3090#612 / #652 (vLLM 0.24.0, RTX 5090, fp8 KV, max_model_len 131072, prefix caching: 'align'):
+    # "Available KV cache memory: 5.98 GiB / GPU KV cache size: 567,978 tokens" and 6.01 GiB / 569,878
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    assert serve.vllm_kv_tokens(shape, 5.98, 1.0, 1, 131072) == 567978
+    assert serve.vllm_kv_tokens(shape, 6.01, 1.0, 1, 131072) == 569878
+    assert serve.vllm_kv_tokens(shape, 0.0, 1.0, 1, 131072) == 0
+
+
+def test_a_hybrid_plan_says_what_the_state_costs_and_prices_a_request_by_pages():
+    spec = ServeSpec(engine="vllm", model="Qwen/Qwen3.6-35B-A3B-NVFP4", max_model_len=131072, kv_cache_dtype="fp8",
+                     quantization="modelopt", max_num_seqs=1, max_num_batched_tokens=8192, engine_version="0.24.0")
+    res = serve.plan_serve(serve.resolve_shape(spec.model), spec, serve.Machine(source="t", total_gib=31.84, free_gib=31.84))
+    assert any("gated-DeltaNet" in n and "2096 tokens" in n for n in res.notes)
+    # one request: 63 attention pages + 3 state groups x 2 pages, each page x 10 layers
+    assert res.kv.request_gib == round(69 * 2096 * 1024 * 10 / 2**30, 3)
+    assert res.kv.fits_max_model_len is (res.kv.available_gib >= res.kv.request_gib)
+
+
+def test_modelopt_flag_takes_nvfp4_from_the_checkpoint_name():
+    assert format_from_name("Qwen/Qwen3.6-35B-A3B-NVFP4", "modelopt") == "nvfp4"
+    assert format_from_name("nvidia/Llama-3.1-8B-Instruct-FP8", "modelopt") == "fp8"
+    assert format_from_name(None, "modelopt") == "fp8"
+
+
+@given(st.lists(st.sampled_from(["linear_attention", "full_attention"]), min_size=1, max_size=80),
+       st.integers(1, 8))
+@settings(max_examples=60, deadline=None)
+def test_hybrid_layer_reader_counts_every_layer_once(types, interval):
+    from sparkops.planner.serve_engines import ServeInputError as SIE
+
+    dims = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+    n_full, gdn = serve.hybrid_layers({"layer_types": types, **dims}, len(types))
+    assert n_full == types.count("full_attention") and gdn == (16, 32, 128, 128, 4)
+    n_full, _ = serve.hybrid_layers({"full_attention_interval": interval, **dims}, len(types))
+    assert n_full == len(types) // interval
+    assert serve.hybrid_layers({"layer_types": types}, len(types)) == (len(types), None)  # no linear heads: all attention
+    with pytest.raises(SIE):
+        serve.hybrid_layers(dims, len(types))
+    with pytest.raises(SIE):
+        serve.hybrid_layers({**dims, "full_attention_interval": interval, "linear_conv_kernel_dim": 0}, len(types))
+
+
+def test_gemma4_moe_runs_a_dense_mlp_beside_its_experts_and_full_layers_share_k_and_v():
+    s = serve.resolve_shape("google/gemma-4-26B-A4B")
+    h, v = 2816, 262144
+    sliding = h * 16 * 256 + 2 * h * 8 * 256 + 16 * 256 * h
+    full = h * 16 * 512 + 1 * h * 2 * 512 + 16 * 512 * h  # attention_k_eq_v: one projection for K and V
+    mlp = 3 * h * 2112 + 128 * 3 * h * 704 + h * 128  # dense MLP + experts + router, every layer
+    assert s.params_linear == 25 * sliding + 5 * full + 30 * mlp
+    assert s.params_total == s.params_linear + v * h + 30 * 2 * h + h  # tied embeddings
+    assert (s.sliding_layers, s.sliding_window, s.top_k) == (25, 1024, 8)
+    # myoceane's vLLM 0.19 log: "Model loading took 48.5 GiB" with the vision tower, which the text shape leaves out
+    spec = ServeSpec(engine="vllm", model="google/gemma-4-26B-A4B", max_model_len=131072, enforce_eager=True)
+    res = serve.plan_serve(s, spec, serve.Machine(source="t", total_gib=79.2, free_gib=79.2))
+    assert 46.0 < res.weights_gib < 48.5

@@ -161,13 +161,68 @@ _SHAPES: tuple[tuple[re.Pattern[str], object], ...] = (
 )
 
 
+# What each pattern of _SUBS + _SHAPES (same order) cannot match without: strings every match of
+# it contains, as written, or lower-cased for the patterns with re.I (on ASCII text only: re.I also
+# folds a few non-ASCII letters, e.g. U+017F to "s", so other text runs those patterns unguarded).
+# A replacement only keeps matched text or adds "***" and a space, so a string absent before the
+# passes is absent after any of them. A pattern whose needs are absent cannot match and is not
+# run: a path or a version string meets two or three of the 21 patterns, not all of them
+# (tests/test_redact.py checks the guarded pass against the unguarded one on generated text).
+_Needs = tuple[tuple[str, ...], tuple[str, ...]]  # (all of these in the text, one of these in its lower case)
+_NEEDS: tuple[_Needs, ...] = (
+    (("://", "@"), ()),  # scheme://user:pass@host
+    ((), ("authorization",)),
+    ((), ("bearer", "basic")),
+    (("-",), ()),  # --api-key X
+    ((), ("=", ":")),  # SOME_TOKEN=value
+    ((), ("=", ":")),  # hf_token=value
+    ((), ("=", ":")),  # aws_secret_access_key=...
+    (("=",), ("?", "&")),  # ?token=...
+    (("hf_",), ()),
+    (("gh", "_"), ()),
+    (("github_pat_",), ()),
+    (("nvapi-",), ()),
+    (("sk-",), ()),
+    ((), ()),  # AKIA... (any of eight prefixes; cheap enough to always run)
+    (("xox", "-"), ()),
+    (("-",), ()),  # _FLAG_BY_SHAPE
+    (("-",), ()),  # _USER_PASS_FLAG
+    (("-p",), ()),  # _CLIENT_P
+    (("redis-cli",), ()),  # _REDIS_A
+    ((":", "@"), ()),  # _BARE_USERINFO
+    (("=",), ()),  # _HIGH_ENTROPY
+)
+
+
+def _passes() -> tuple[tuple[re.Pattern[str], object, frozenset[str], frozenset[str]], ...]:
+    # strict: a pattern added without its entry in _NEEDS fails at import, not silently
+    return tuple((pattern, repl, frozenset(every), frozenset(anyof))
+                 for (pattern, repl), (every, anyof) in zip((*_SUBS, *_SHAPES), _NEEDS, strict=True))
+
+
+_PASSES = _passes()
+_CASED_NEEDS = tuple(sorted({s for every, _ in _NEEDS for s in every}))
+_LOWER_NEEDS = tuple(sorted({s for _, anyof in _NEEDS for s in anyof}))
+
+
 def redact_text(text: str) -> str:
     """Mask credentials in free text (command lines, URLs, log lines)."""
     if not text:
         return text
-    for pattern, repl in _SUBS:
-        text = pattern.sub(repl, text)
-    for pattern, repl in _SHAPES:
+    present = {s for s in _CASED_NEEDS if s in text}  # each need looked for once, not once per pattern
+    lower = text.lower() if text.isascii() else None
+    present_lower = {s for s in _LOWER_NEEDS if s in lower} if lower is not None else None
+    for pattern, repl, every, anyof in _PASSES:
+        if every <= present and (not anyof or present_lower is None or not anyof.isdisjoint(present_lower)):
+            text = pattern.sub(repl, text)  # type: ignore[arg-type]
+    return text
+
+
+def redact_text_unguarded(text: str) -> str:
+    """:func:`redact_text` running every pattern (the reference the guarded pass is tested against)."""
+    if not text:
+        return text
+    for pattern, repl in (*_SUBS, *_SHAPES):
         text = pattern.sub(repl, text)  # type: ignore[arg-type]
     return text
 

@@ -260,7 +260,9 @@ def engines_data() -> dict[str, Any]:
 def load() -> Knowledge:
     """The packaged knowledge base (cached: it is immutable data)."""
     g = load_file("gotchas.yaml", GotchasFile)
-    return Knowledge(
+    # every part is validated by its own file's model above: assembling them validates nothing new,
+    # and Knowledge's own validator would cost a schema build of the whole tree (~3 ms on the device)
+    return Knowledge.model_construct(
         gotchas={e.id: e for e in g.gotchas},
         thresholds=load_file("thresholds.yaml", ThresholdsFile).thresholds,
         profiles=load_file("gpu_profiles.yaml", ProfilesFile).profiles,

@@ -72,6 +72,12 @@ class ServeShape:
     gguf_embedding_bytes: int | None = None
     gguf_type: str | None = None
     context_train: int | None = None
+    # hybrid models (Qwen3-Next, Qwen3.5/3.6): gated-DeltaNet layers keep a fixed recurrent state per
+    # request instead of a per-token KV cache; (linear_num_key_heads, linear_num_value_heads,
+    # linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim) from config.json
+    linear_layers: int = 0
+    gdn: tuple[int, int, int, int, int] | None = None
+    ssm_state_bytes: int = 2  # config mamba_ssm_dtype (float32 -> 4), else the model dtype's 2
 
 
 def shape_from_arch(arch: ModelArch) -> ServeShape:
@@ -104,12 +110,20 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
     kv = cfg.get("num_key_value_heads") or heads
     hd = cfg.get("head_dim") or h // heads
     vocab = need("vocab_size")
+    n_full, gdn = hybrid_layers(cfg, layers, name)
     experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
-    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("top_k_experts") or 0)
     inter = int(cfg.get("intermediate_size") or 0)
     e_inter = int(cfg.get("moe_intermediate_size") or (inter if experts else 0))
     dense_layers = int(cfg.get("first_k_dense_replace") or 0) if experts else layers
     moe_layers = layers - dense_layers if experts else 0
+    # Gemma 4 MoE (enable_moe_block): every layer runs a dense MLP of intermediate_size beside the experts
+    both = bool(cfg.get("enable_moe_block")) and experts > 0 and inter > 0
+    # sliding-window layers (layer_types "sliding_attention"); Gemma 4's full-attention layers have their own KV
+    # heads and head size (num_global_key_value_heads, global_head_dim) and may share K and V (attention_k_eq_v)
+    lt = cfg.get("layer_types")
+    n_sliding = sum(1 for t in lt if t == "sliding_attention") if isinstance(lt, list) and len(lt) == layers else 0
+    window = cfg.get("sliding_window") if n_sliding else None
     mla = None
     if cfg.get("kv_lora_rank"):
         mla = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 0)
@@ -119,20 +133,55 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
             + int(cfg["kv_lora_rank"]) * heads * (int(cfg.get("qk_nope_head_dim") or 0) + int(cfg.get("v_head_dim") or hd)) \
             + heads * int(cfg.get("v_head_dim") or hd) * h
     else:
-        attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h
+        gate = 2 if gdn and cfg.get("attn_output_gate", True) else 1  # Qwen3-Next/3.5: q_proj also yields the output gate
+        attn = h * heads * hd * gate + 2 * h * kv * hd + heads * hd * h
+    full_attn = attn
+    if n_sliding and cfg.get("global_head_dim"):
+        ghd, gkv = int(cfg["global_head_dim"]), int(cfg.get("num_global_key_value_heads") or kv)
+        full_attn = h * heads * ghd + (1 if cfg.get("attention_k_eq_v") else 2) * h * gkv * ghd + heads * ghd * h
     expert_p = moe_layers * experts * 3 * h * e_inter
-    shared = moe_layers * int(cfg.get("n_shared_experts") or 0) * 3 * h * e_inter
+    s_inter = int(cfg.get("shared_expert_intermediate_size") or 0)
+    shared = moe_layers * (int(cfg.get("n_shared_experts") or 0) * 3 * h * e_inter + (3 * h * s_inter + h if s_inter else 0))
     dense_p = dense_layers * 3 * h * (inter if not experts else int(cfg.get("intermediate_size") or e_inter))
+    if both:
+        dense_p = layers * 3 * h * inter
     router = moe_layers * h * experts
-    linear = layers * attn + expert_p + shared + dense_p + router
+    mixers = n_sliding * attn + (layers - n_sliding) * full_attn
+    if gdn:  # gated-DeltaNet layers: in_proj_qkvz, in_proj_ba, out_proj (vLLM/transformers module layout)
+        nk, nv, dk, dv, _ = gdn
+        mixers = n_full * attn + (layers - n_full) * (h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + nv * dv * h)
+    linear = mixers + expert_p + shared + dense_p + router
     emb = vocab * h
     head = 0 if cfg.get("tie_word_embeddings") else vocab * h
     total = linear + emb + head + layers * 2 * h + h
+    ssm = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
     return ServeShape(
-        id=id, name=name, source=source, layers=layers, attn_layers=layers, sliding_layers=0, sliding_window=None,
+        id=id, name=name, source=source, layers=layers, attn_layers=n_full, sliding_layers=n_sliding,
+        sliding_window=int(window) if isinstance(window, int) else None,
         kv_heads=int(kv), head_dim=int(hd), hidden=h, intermediate=inter, experts=experts, top_k=top_k,
         expert_intermediate=e_inter, vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear,
-        params_expert=expert_p, mla_dim=mla)
+        params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm)
+
+
+def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
+    """(softmax-attention layers, gated-DeltaNet dims or None) from config.json: `layer_types`
+    ("full_attention" / "linear_attention"), else `full_attention_interval` beside the linear_* keys."""
+    lt = cfg.get("layer_types")
+    interval = cfg.get("full_attention_interval")
+    if not cfg.get("linear_num_value_heads"):
+        return layers, None
+    if isinstance(lt, list) and len(lt) == layers:
+        n_full = sum(1 for t in lt if t == "full_attention")
+    elif isinstance(interval, int) and interval > 0:
+        n_full = layers // interval
+    else:
+        raise ServeInputError(f"{name}: config has linear-attention heads but neither layer_types nor full_attention_interval")
+    keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_conv_kernel_dim")
+    vals = [cfg.get(k) for k in keys]
+    if not all(isinstance(v, int) and v > 0 for v in vals):
+        raise ServeInputError(f"{name}: config lacks a positive {' / '.join(keys)}")
+    return n_full, (vals[0], vals[1], vals[2], vals[3], vals[4])  # type: ignore[return-value]
 
 
 _SWA_PATTERN = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "cohere2": 4}  # one global layer per N (llama.cpp)
@@ -224,10 +273,22 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
     for n in names:
         try:
             s = shape_from_arch(architecture.resolve(n, env=env))
-            return ServeShape(**{**s.__dict__, "context_train": _catalog_context(n)})
+            return ServeShape(**{**s.__dict__, "context_train": _catalog_context(n), **_catalog_hybrid(n, s.layers)})
         except architecture.ArchitectureError as exc:
             last = last or exc
     raise ServeInputError(str(last) if last else f"unknown model {model!r}")
+
+
+def _catalog_hybrid(name: str, layers: int) -> dict[str, Any]:
+    """The gated-DeltaNet dims of a catalog model (Qwen3-Next), for vLLM's hybrid KV layout; {} otherwise."""
+    from sparkops.planner import architecture
+
+    cfg = getattr(architecture._lookup(name), "config", None)
+    if not isinstance(cfg, dict) or not cfg.get("linear_num_value_heads"):
+        return {}
+    n_full, gdn = hybrid_layers(cfg, layers, name)
+    ssm = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
+    return {"linear_layers": layers - n_full, "gdn": gdn, "ssm_state_bytes": ssm}
 
 
 def _catalog_context(name: str) -> int | None:
@@ -328,6 +389,67 @@ def request_kv_bytes(shape: ServeShape, length: int, kv_bytes: float, tp: int = 
     full = shape.attn_layers - shape.sliding_layers
     win = min(length, (shape.sliding_window or length) + block)
     return per * (full * length + shape.sliding_layers * win)
+
+
+@dataclass(frozen=True)
+class HybridLayout:
+    """vLLM's KV layout for a model with gated-DeltaNet (mamba-type) layers beside attention layers
+    (engines.yaml vllm.hybrid_kv): one page size for both, layers in equal-sized groups."""
+
+    state_bytes: int  # one GDN layer's recurrent state for one request on one rank (conv + ssm)
+    block_tokens: int  # the attention block size vLLM sets so an attention page holds a state
+    page_bytes: int  # one page (attention block = padded state)
+    group_size: int  # layers per KV cache group (one tensor per group slot)
+    attn_groups: int
+    state_groups: int
+    state_pages_per_request: int  # 1, or 2 in 'align' mode (prefix caching on, vLLM's default)
+
+    def pages_per_request(self, length: int) -> int:
+        return self.attn_groups * -(-length // self.block_tokens) + self.state_groups * self.state_pages_per_request
+
+    def blocks(self, kv_gib: float) -> int:
+        return int(kv_gib * GIB // (self.page_bytes * self.group_size)) if kv_gib > 0 else 0
+
+    def request_bytes(self, length: int) -> int:
+        return self.pages_per_request(length) * self.page_bytes * self.group_size
+
+    def tokens(self, kv_gib: float, max_model_len: int) -> int:
+        """'GPU KV cache size': max concurrency x max_model_len (kv_cache_utils._report_kv_cache_config)."""
+        return int(self.blocks(kv_gib) / self.pages_per_request(max_model_len) * max_model_len)
+
+
+def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1) -> HybridLayout | None:
+    """None for models without gated-DeltaNet layers. Read from vLLM (engines.yaml vllm.hybrid_kv):
+    MambaStateShapeCalculator.gated_delta_net_state_shape (conv state (conv_dim/tp, kernel-1) in the
+    model dtype, ssm state (v_heads/tp, v_dim, k_dim) in mamba_ssm_dtype), HybridAttentionMambaModelConfig
+    (attention block = 16 x ceil(state / (16 x attention bytes per token)), the state padded to that page),
+    kv_cache_utils._get_kv_cache_groups_uniform_page_size (group size = the smaller layer count, or the
+    larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align')."""
+    if not shape.gdn or not shape.linear_layers or not shape.attn_layers:
+        return None
+    c = engine_value("vllm", "hybrid_kv")
+    nk, nv, dk, dv, ck = shape.gdn
+    conv_dim = dk * nk * 2 + dv * nv
+    state = (conv_dim // tp) * (ck - 1) * c["conv_state_bytes"] + (nv // tp) * dv * dk * shape.ssm_state_bytes
+    per_tok = int(kv_layer_bytes(shape, kv_bytes, tp))
+    a = c["block_alignment"]
+    block = a * -(-state // (a * per_tok))
+    lo, hi = sorted((shape.attn_layers, shape.linear_layers))
+    gs = hi if hi < lo * 1.5 else lo
+    return HybridLayout(state_bytes=state, block_tokens=block, page_bytes=block * per_tok, group_size=gs,
+                        attn_groups=-(-shape.attn_layers // gs), state_groups=-(-shape.linear_layers // gs),
+                        state_pages_per_request=c["align_state_pages"])
+
+
+def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None) -> int:
+    """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank."""
+    hy = vllm_hybrid_layout(shape, kv_bytes, tp)
+    if hy is not None:
+        mml = max_model_len or shape.context_train or hy.block_tokens
+        return hy.tokens(kv_gib, mml)
+    block = int(engine_value("vllm", "block_size"))
+    page = kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers * block
+    return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
 
 
 # ------------------------------------------------------------------ the machine
@@ -702,9 +824,12 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    block = int(engine_value("vllm", "block_size"))
-    page = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * block
-    tokens = int(kv_avail * GIB // page) * block if kv_avail > 0 else 0
+    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len)
+    hy = vllm_hybrid_layout(shape, kvb, tp)
+    if hy is not None:
+        notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
+                     f"and rank: vLLM sets the attention block to {hy.block_tokens} tokens so one page holds a state, "
+                     f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers")
     free = m.free_gib
     passes = None if free is None else free >= requested
     after = None
@@ -850,7 +975,12 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         # Ollama: each of the parallel sequences gets num_ctx
         mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
     mml = mml or shape.context_train
-    req = request_kv_bytes(shape, mml, kvb, tp) / GIB if mml else None
+    hy = vllm_hybrid_layout(shape, kvb, tp) if spec.engine == "vllm" else None
+
+    def _req(length: int) -> float:
+        return hy.request_bytes(length) if hy is not None else request_kv_bytes(shape, length, kvb, tp)
+
+    req = _req(mml) / GIB if mml else None
     pool = p.kv_available
     conc = round(pool / req, 2) if (req and pool is not None and pool > 0) else (0.0 if req else None)
     fits_len = None if req is None or pool is None else pool >= req
@@ -859,7 +989,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         lo, hi = 0, 1 << 24
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if request_kv_bytes(shape, mid, kvb, tp) / GIB <= pool:
+            if _req(mid) / GIB <= pool:
                 lo = mid
             else:
                 hi = mid - 1

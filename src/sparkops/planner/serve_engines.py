@@ -348,6 +348,10 @@ def format_from_name(model: str | None, quantization: str | None = None) -> str 
     """The stored weight format a name or ``--quantization`` says (None: nothing said)."""
     if quantization:
         q = quantization.lower()
+        if q == "modelopt" and model and re.search(r"nvfp4|[-_]fp4", model.lower()):
+            # vLLM takes FP8 vs NVFP4 from the checkpoint's ModelOpt quant_algo, not from the flag
+            # (config: quant_algo "NVFP4" -> quant_method "modelopt_fp4"); the name is what says which here
+            return "nvfp4"
         return {"compressed-tensors": None, "modelopt": "fp8", "modelopt_fp4": "nvfp4", "awq_marlin": "awq",
                 "gptq_marlin": "gptq", "bitsandbytes": "int4", "fp8": "fp8", "mxfp4": "mxfp4"}.get(q, q)
     if not model:

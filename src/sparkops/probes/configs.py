@@ -33,6 +33,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,20 @@ from sparkops.facts.reading import Why
 from sparkops.knowledge import Knowledge
 from sparkops.knowledge import load as load_kb
 
-try:  # Python 3.11+
-    import tomllib as _toml
-except ImportError:  # pragma: no cover - Python 3.10: the same parser from PyPI (a dependency there)
-    try:
-        import tomli as _toml  # type: ignore[no-redef]
-    except ImportError:
-        _toml = None  # type: ignore[assignment]  # then TOML files are listed as not read
+
+@cache
+def _toml() -> Any:
+    """The TOML parser, imported when a TOML file is read (tomllib's regexes cost a run without one
+    ~10 ms of this VM's CPU at import); None when there is none: TOML files are then listed as not read."""
+    try:  # Python 3.11+
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10: the same parser from PyPI (a dependency there)
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    return tomllib
+
 
 SECTION = "configs"
 
@@ -370,8 +378,8 @@ def parse_structured(text: str, kind: str) -> list[Any] | None:
             return [d for d in yaml.safe_load_all(text) if d is not None]
         if kind == "json":
             return [json.loads(text)]
-        if kind == "toml" and _toml is not None:
-            return [_toml.loads(text)]
+        if kind == "toml" and _toml() is not None:
+            return [_toml().loads(text)]
     except Exception:  # any parser error: the file is listed as not read
         return None
     return None
@@ -734,7 +742,7 @@ def settings_in_file(path: Path, text: str, kind: str,
             where = f" (line {mark.line + 1})" if mark is not None else ""
             return [], [], f"did not parse as YAML{where}: a template or a broken file is not read"
     else:
-        if kind == "toml" and _toml is None:
+        if kind == "toml" and _toml() is None:
             return [], [], "no TOML parser in this Python"
         docs = parse_structured(text, kind)
         if docs is None:

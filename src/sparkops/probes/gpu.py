@@ -20,7 +20,7 @@ from types import ModuleType
 
 from sparkops.facts.model import GpuDevice, GpuFacts
 from sparkops.facts.reading import Unavailable, Why, missing
-from sparkops.probes import CollectOptions, early, nvidia_smi, nvml
+from sparkops.probes import CollectOptions, early, nvml
 
 SECTION = "gpu"
 NO_NVML_ENV = early.NO_NVML_ENV
@@ -112,5 +112,8 @@ def collect(
     timeout = float(smi_timeout_s if smi_timeout_s is not None else kb.thresholds.probes.subprocess_timeout_s)
     left = min(kb.thresholds.probes.budget_s, float(opts.budget_s)) - (time.monotonic() - started) - 1.0
     budget = max(timeout, left)
+    # the fallback's parser, imported only when it runs: its regexes cost an NVML run ~8 ms to compile
+    from sparkops.probes import nvidia_smi
+
     facts = nvidia_smi.collect(opts.env, timeout_s=timeout, budget_s=budget, counter_window_s=window, sleep=sleep)
     return facts.model_copy(update={"nvml_error": nvml_error[:500]})

@@ -129,8 +129,9 @@ class _Proc:
         return exc
 
     def _zombie(self) -> bool:
+        """psutil's zombie test, on the stat this read already holds (one open less per kernel thread)."""
         try:
-            data = _read(f"{self.base}/stat")
+            data = self._stat if self._stat is not None else _read(f"{self.base}/stat")
         except OSError:
             return False
         rpar = data.rfind(b")")
@@ -225,14 +226,16 @@ class _Proc:
             raise self._failed(exc) from None
         return Memory(rss=int(fields[1]) * self.page)
 
-    def info(self) -> dict[str, Any]:
-        """The attributes of :data:`ATTRS`; None for one the kernel refuses. Raises _Gone."""
+    def info(self) -> _Info:
+        """The attributes of :data:`ATTRS`; None for one the kernel refuses. Raises _Gone. ``exe``
+        (a readlink, and for a kernel thread two more calls) is read when first asked for: the
+        scan asks only for the processes it keeps."""
         with contextlib.suppress(_Denied):
             self.stat()  # psutil opens a Process by its stat file: one that is gone is skipped
         argv = self.cmdline()
         readers: tuple[tuple[str, Callable[[], Any]], ...] = (
             ("ppid", lambda: int(self.stat_fields()[1])), ("name", lambda: self.name(argv)),
-            ("exe", lambda: self.exe(argv)), ("cmdline", lambda: argv if isinstance(argv, list) else None),
+            ("cmdline", lambda: argv if isinstance(argv, list) else None),
             ("status", self.status), ("memory_info", self.memory))
         out: dict[str, Any] = {"pid": self.pid}
         for key, read in readers:
@@ -240,10 +243,32 @@ class _Proc:
                 out[key] = read()
             except _Denied:
                 out[key] = None
-        return out
+        return _Info(out, lambda: self.exe(argv))
 
 
-def proc_infos(proc: str = "/proc") -> Iterator[dict[str, Any]]:
+class _Info(Mapping[str, Any]):
+    """One process's :data:`ATTRS` as psutil's ``info`` dict holds them, ``exe`` read on first use
+    (None when refused, or when the process has ended since it was listed)."""
+
+    def __init__(self, read: dict[str, Any], exe: Callable[[], str]) -> None:
+        self._read, self._exe = read, exe
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "exe" and key not in self._read:
+            try:
+                self._read[key] = self._exe()
+            except (_Denied, _Gone):
+                self._read[key] = None
+        return self._read[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ATTRS)
+
+    def __len__(self) -> int:
+        return len(ATTRS)
+
+
+def proc_infos(proc: str = "/proc") -> Iterator[Mapping[str, Any]]:
     """Every process under ``proc`` as ``psutil.process_iter(ATTRS, ad_value=None)`` yields its
     ``info``, in pid order; a process that ends while it is read is left out."""
     page = os.sysconf("SC_PAGE_SIZE")
