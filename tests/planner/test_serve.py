@@ -848,3 +848,52 @@ def test_cuda_graph_ladder_without_a_drafter_is_unchanged(seqs):
     top = min(2 * seqs, 512)
     old = [s for s in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)) if s <= top]
     assert serve.cudagraph_sizes(seqs) == serve.cudagraph_sizes(seqs, 1) == old
+
+
+# ---- multimodal checkpoints (issue 20, session 7)
+
+CLUB3090_LINE = ("vllm serve Qwen/Qwen3.6-35B-A3B-NVFP4 --dtype bfloat16 --max-model-len 131072 --quantization modelopt "
+                 "--kv-cache-dtype fp8 --enable-prefix-caching --limit-mm-per-prompt '{\"image\": 2, \"audio\": 0}' "
+                 "--max-num-batched-tokens 8192 --max-num-seqs 1 --enable-chunked-prefill")
+
+
+def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only():
+    # the tower of the 35B-A3B checkpoints (vision_config: depth 27, hidden 1152, MLP 4304, patch 16, merge 2,
+    # out 2048): 446.6 M parameters, 0.83 GiB in bf16
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    assert shape.params_vision == 446_571_248
+    spec = parse_command(CLUB3090_LINE)
+    assert spec.limit_mm_per_prompt == {"image": 2, "audio": 0}
+    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower moves the plan
+    # from 8.18 to 7.35 GiB; the encoder's profile batch is named, not counted
+    m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
+    res = _vllm(CLUB3090_LINE, "0.24.0", m)
+    text = _vllm(CLUB3090_LINE.replace('{"image": 2, "audio": 0}', '{"image": 0, "video": 0}'), "0.24.0", m)
+    assert text.weights_gib - res.weights_gib == pytest.approx(-446_571_248 * 2 / GIB, abs=0.01)
+    assert "vision tower" in res.model.weights_detail and any("vision encoder" in n or "dummy images" in n for n in res.notes)
+    assert "not loaded" in text.model.weights_detail
+    assert res.kv.available_gib < text.kv.available_gib
+    assert 5.98 < res.kv.available_gib < 8.18  # nearer the log than without the tower, still above it
+    only = _vllm(CLUB3090_LINE + " --language-model-only", "0.24.0", m)
+    assert only.weights_gib == text.weights_gib
+
+
+@given(st.dictionaries(st.sampled_from(["image", "video", "audio"]), st.integers(0, 32), max_size=3),
+       st.booleans())
+@settings(max_examples=200)
+def test_mm_limits_reader_reads_json_and_the_older_pairs(limits, pairs):
+    from sparkops.planner.serve_engines import parse_mm_limits
+
+    text = ",".join(f"{k}={v}" for k, v in limits.items()) if pairs and limits else json.dumps(limits)
+    assert parse_mm_limits(text) == limits
+    assert parse_mm_limits(json.dumps({k: {"count": v} for k, v in limits.items()})) == limits
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=200)
+def test_mm_limits_reader_raises_only_its_input_error(value):
+    from sparkops.planner.serve_engines import parse_mm_limits
+
+    with contextlib.suppress(ServeInputError):
+        out = parse_mm_limits(value)
+        assert all(isinstance(v, int) and v >= 0 for v in out.values())

@@ -78,6 +78,24 @@ class ServeShape:
     linear_layers: int = 0
     gdn: tuple[int, int, int, int, int] | None = None
     ssm_state_bytes: int = 2  # config mamba_ssm_dtype (float32 -> 4), else the model dtype's 2
+    # a multimodal checkpoint's vision tower (from its vision_config): parameters vLLM loads beside the text model
+    params_vision: int = 0
+
+
+def vision_params(vc: dict[str, Any]) -> int:
+    """Parameters of a Qwen3-VL-style vision tower (Qwen3.5/3.6 ``qwen3_5*_vision``) from its vision_config:
+    a Conv3d patch embedding (in_channels x temporal_patch x patch^2 -> hidden, with bias), learned position
+    embeddings, ``depth`` blocks (two LayerNorms, fused qkv and proj with biases, a two-layer MLP with biases) and
+    the patch merger (LayerNorm over hidden, hidden x merge^2 -> same -> out_hidden). The tensor list this counts
+    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks."""
+    h, i, d = int(vc["hidden_size"]), int(vc["intermediate_size"]), int(vc["depth"])
+    patch = int(vc.get("in_channels", 3)) * int(vc.get("temporal_patch_size", 2)) * int(vc["patch_size"]) ** 2 * h + h
+    pos = int(vc.get("num_position_embeddings", 0)) * h
+    block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
+    m = h * int(vc.get("spatial_merge_size", 2)) ** 2
+    out = int(vc.get("out_hidden_size", h))
+    merger = 2 * h + (m * m + m) + (m * out + out)
+    return patch + pos + d * block + merger
 
 
 def shape_from_arch(arch: ModelArch) -> ServeShape:
@@ -268,7 +286,8 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                                          "context_train": _catalog_context(e.same_as)})
                 s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
                 ctx = e.config.get("max_position_embeddings")
-                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None})
+                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
+                                     "params_vision": vision_params(e.vision) if e.vision else 0})
     last: Exception | None = None
     for n in names:
         try:
@@ -709,6 +728,15 @@ def cudagraph_sizes(max_num_seqs: int, query_len: int = 1) -> list[int]:
     return sizes
 
 
+def vision_tower_loaded(spec: ServeSpec) -> bool:
+    """vLLM skips a tower model when --limit-mm-per-prompt is 0 for all of its modalities (the vision tower's:
+    image and video), which --language-model-only sets (engines.yaml vllm.multimodal)."""
+    if spec.language_model_only:
+        return False
+    lim = spec.limit_mm_per_prompt or {}
+    return not all(lim.get(m) == 0 for m in engine_value("vllm", "multimodal")["vision_modalities"])
+
+
 def spec_query_len(spec: ServeSpec) -> int:
     """Tokens of one request in a decode step: 1, or 1 + num_speculative_tokens with a drafter."""
     return 1 + (spec.num_speculative_tokens or 0) if spec.speculative_method else 1
@@ -877,6 +905,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
+    if shape.params_vision and vision_tower_loaded(spec):
+        notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes its "
+                     "dummy images (the largest the processor allows) and keeps an encoder cache, which the plan does "
+                     "not count, so the KV pool may be smaller; --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' "
+                     "(or --language-model-only) skips the tower and that profile")
     if spec.speculative_method:
         notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
@@ -987,6 +1020,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
     wbytes, wdetail = weights_bytes(shape, fmt, spec.engine, max(1, spec.tensor_parallel))
+    if shape.params_vision and spec.engine == "vllm":
+        if vision_tower_loaded(spec):
+            wbytes += shape.params_vision * 2
+            wdetail += (f"; vision tower {shape.params_vision / 1e9:.2f} B parameters in bf16 (its vision_config; "
+                        "vLLM loads it unless every image/video limit is 0)")
+        else:
+            wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \

@@ -46,6 +46,7 @@ class ServeModelEntry(_M):
     aliases: list[str] = Field(default_factory=list)
     source: str
     config: dict[str, Any] = Field(default_factory=dict)
+    vision: dict[str, Any] | None = None  # the checkpoint's vision_config (multimodal checkpoints vLLM loads whole)
     same_as: str | None = None  # a training-catalog id with the same shapes
 
 
@@ -102,6 +103,10 @@ class ServeSpec(_M):
     speculative_method: str | None = None
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
+    # vLLM multimodal: --limit-mm-per-prompt (items per prompt by modality; 0 for every modality of a tower
+    # skips that tower) and --language-model-only (every limit 0)
+    limit_mm_per_prompt: dict[str, int] | None = None
+    language_model_only: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
@@ -167,7 +172,8 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--quantization": ("quantization", "str"), "-q": ("quantization", "str"), "--model": ("model", "str"),
          "--kv-cache-memory": ("kv_cache_memory_bytes", "size"), "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size"),
          "--kv-transfer-config": ("kv_connector", "connector"), "--speculative-config": ("speculative", "speculative"),
-         "--speculative-model": ("speculative_model", "str"), "--num-speculative-tokens": ("num_speculative_tokens", "int")}
+         "--speculative-model": ("speculative_model", "str"), "--num-speculative-tokens": ("num_speculative_tokens", "int"),
+         "--limit-mm-per-prompt": ("limit_mm_per_prompt", "mm"), "--language-model-only": ("language_model_only", "flag")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -356,7 +362,34 @@ def parse_speculative_config(val: str, flag: str = "--speculative-config") -> di
     return out
 
 
+def parse_mm_limits(val: str, flag: str = "--limit-mm-per-prompt") -> dict[str, int]:
+    """``--limit-mm-per-prompt '{"image": 2, "video": 0}'`` (vLLM >= 0.10: JSON; a modality may also be a dict
+    with a ``count``), or the older ``image=2,video=0``: items per prompt by modality."""
+    import json
+
+    try:
+        cfg = json.loads(val)
+    except ValueError:
+        cfg = None
+        pairs = [p.partition("=") for p in val.split(",") if p.strip()]
+        if pairs and all(eq and k.strip() for k, eq, _ in pairs):
+            cfg = {k.strip(): v.strip() for k, _, v in pairs}
+    if not isinstance(cfg, dict):
+        raise ServeInputError(f"{flag} must be a JSON object like '{{\"image\": 2}}' or image=2,video=0, got {val!r}")
+    out: dict[str, int] = {}
+    for k, v in cfg.items():
+        n = v.get("count") if isinstance(v, dict) else v
+        if isinstance(n, str) and n.strip().isdigit():
+            n = int(n.strip())
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ServeInputError(f"{flag}: the limit for {k!r} must be a whole number >= 0, got {v!r}")
+        out[str(k)] = n
+    return out
+
+
 def _convert(val: str, kind: str, flag: str) -> Any:
+    if kind == "mm":
+        return parse_mm_limits(val, flag)
     if kind == "connector":
         return _connector(val)
     if kind == "size":
