@@ -770,3 +770,130 @@ def test_gemma4_moe_runs_a_dense_mlp_beside_its_experts_and_full_layers_share_k_
     spec = ServeSpec(engine="vllm", model="google/gemma-4-26B-A4B", max_model_len=131072, enforce_eager=True)
     res = serve.plan_serve(s, spec, serve.Machine(source="t", total_gib=79.2, free_gib=79.2))
     assert 46.0 < res.weights_gib < 48.5
+
+
+# ---- speculative decoding (issue 20, session 7)
+
+DFLASH_LINE = ("vllm serve Qwen/Qwen3.6-35B-A3B-FP8 --gpu-memory-utilization 0.62 --max-model-len 8192 --max-num-seqs 24 "
+               "--attention-backend flash_attn --speculative-config "
+               "'{\"method\": \"dflash\", \"model\": \"z-lab/Qwen3.6-35B-A3B-DFlash\", \"num_speculative_tokens\": 6}'")
+
+
+def test_speculative_config_is_read_as_users_paste_it():
+    # vllm#46462's launch (record vllm-46462-qwen36-35b-a3b-fp8-dflash-a800-u062)
+    spec = parse_command(DFLASH_LINE)
+    assert (spec.speculative_method, spec.speculative_model, spec.num_speculative_tokens) == (
+        "dflash", "z-lab/Qwen3.6-35B-A3B-DFlash", 6)
+    assert not any("speculative" in x for x in spec.ignored)
+    # the underscore spelling and the = form are the same flag; MTP needs no drafter model
+    mtp = parse_command("vllm serve Qwen/Qwen3.6-27B --speculative_config="
+                        "'{\"method\":\"qwen3_next_mtp\",\"num_speculative_tokens\":2}'")
+    assert (mtp.speculative_method, mtp.speculative_model, mtp.num_speculative_tokens) == ("qwen3_next_mtp", None, 2)
+    # the older flags: a draft model without a method is vLLM's draft_model
+    old = parse_command("vllm serve meta-llama/Llama-3.1-70B --speculative-model meta-llama/Llama-3.2-1B "
+                        "--num-speculative-tokens 5")
+    assert (old.speculative_method, old.speculative_model, old.num_speculative_tokens) == (
+        "draft_model", "meta-llama/Llama-3.2-1B", 5)
+    for bad in ("'{method: eagle}'", "'[1, 2]'", "'{\"num_speculative_tokens\": -1}'", "'{\"num_speculative_tokens\": true}'"):
+        with pytest.raises(ServeInputError):
+            parse_command(f"vllm serve x --speculative-config {bad}")
+
+
+@given(method=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+       model=st.one_of(st.none(), st.text(min_size=1, max_size=40)),
+       n=st.one_of(st.none(), st.integers(min_value=0, max_value=64)),
+       extra=st.dictionaries(st.sampled_from(["draft_tensor_parallel_size", "disable_by_batch_size", "max_model_len"]),
+                             st.integers(0, 100), max_size=2))
+@settings(max_examples=200)
+def test_speculative_config_reader_round_trips(method, model, n, extra):
+    from sparkops.planner.serve_engines import parse_speculative_config
+
+    cfg = {**extra, **{k: v for k, v in (("method", method), ("model", model), ("num_speculative_tokens", n)) if v is not None}}
+    out = parse_speculative_config(json.dumps(cfg))
+    assert out.get("speculative_model") == model and out.get("num_speculative_tokens") == n
+    assert out.get("speculative_method") == (method if method is not None else ("draft_model" if model is not None else None))
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=200)
+def test_speculative_config_reader_raises_only_its_input_error(value):
+    from sparkops.planner.serve_engines import parse_speculative_config
+
+    with contextlib.suppress(ServeInputError):
+        out = parse_speculative_config(value)
+        assert isinstance(out, dict) and set(out) <= {"speculative_method", "speculative_model", "num_speculative_tokens"}
+
+
+def test_speculative_decoding_widens_the_cuda_graph_ladder_as_the_log_prints():
+    # log vllm-46462 (vLLM 0.20.2, max_num_seqs 24, 6 speculative tokens):
+    # "Profiling CUDA graph memory: PIECEWISE=38 (largest=336), FULL=22 (largest=168)"
+    sizes = serve.cudagraph_sizes(24, 7)
+    assert (len(sizes), max(sizes)) == (38, 336)
+    full = [s for s in sizes if s <= 24 * 7]
+    assert (len(full), max(full)) == (22, 168)
+    assert all(s % 7 == 0 for s in sizes)
+    res = _vllm(DFLASH_LINE, "0.20.2", serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A800 80GB"))
+    (unc,) = [u for u in res.uncertainties if u.term == "speculative"]
+    assert "dflash" in unc.assumed and "60 CUDA graphs" in unc.assumed
+    assert unc.kv_change_gib[0] < 0 == unc.kv_change_gib[1]
+    assert any("speculative decoding (dflash)" in n for n in res.notes)
+    plain = _vllm(DFLASH_LINE.split(" --speculative-config")[0], "0.20.2",
+                  serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A800 80GB"))
+    assert not [u for u in plain.uncertainties if u.term == "speculative"]
+
+
+@given(st.integers(min_value=1, max_value=1024))
+@settings(max_examples=100)
+def test_cuda_graph_ladder_without_a_drafter_is_unchanged(seqs):
+    top = min(2 * seqs, 512)
+    old = [s for s in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)) if s <= top]
+    assert serve.cudagraph_sizes(seqs) == serve.cudagraph_sizes(seqs, 1) == old
+
+
+# ---- multimodal checkpoints (issue 20, session 7)
+
+CLUB3090_LINE = ("vllm serve Qwen/Qwen3.6-35B-A3B-NVFP4 --dtype bfloat16 --max-model-len 131072 --quantization modelopt "
+                 "--kv-cache-dtype fp8 --enable-prefix-caching --limit-mm-per-prompt '{\"image\": 2, \"audio\": 0}' "
+                 "--max-num-batched-tokens 8192 --max-num-seqs 1 --enable-chunked-prefill")
+
+
+def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only():
+    # the tower of the 35B-A3B checkpoints (vision_config: depth 27, hidden 1152, MLP 4304, patch 16, merge 2,
+    # out 2048): 446.6 M parameters, 0.83 GiB in bf16
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    assert shape.params_vision == 446_571_248
+    spec = parse_command(CLUB3090_LINE)
+    assert spec.limit_mm_per_prompt == {"image": 2, "audio": 0}
+    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower moves the plan
+    # from 8.18 to 7.35 GiB; the encoder's profile batch is named, not counted
+    m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
+    res = _vllm(CLUB3090_LINE, "0.24.0", m)
+    text = _vllm(CLUB3090_LINE.replace('{"image": 2, "audio": 0}', '{"image": 0, "video": 0}'), "0.24.0", m)
+    assert text.weights_gib - res.weights_gib == pytest.approx(-446_571_248 * 2 / GIB, abs=0.01)
+    assert "vision tower" in res.model.weights_detail and any("vision encoder" in n or "dummy images" in n for n in res.notes)
+    assert "not loaded" in text.model.weights_detail
+    assert res.kv.available_gib < text.kv.available_gib
+    assert 5.98 < res.kv.available_gib < 8.18  # nearer the log than without the tower, still above it
+    only = _vllm(CLUB3090_LINE + " --language-model-only", "0.24.0", m)
+    assert only.weights_gib == text.weights_gib
+
+
+@given(st.dictionaries(st.sampled_from(["image", "video", "audio"]), st.integers(0, 32), max_size=3),
+       st.booleans())
+@settings(max_examples=200)
+def test_mm_limits_reader_reads_json_and_the_older_pairs(limits, pairs):
+    from sparkops.planner.serve_engines import parse_mm_limits
+
+    text = ",".join(f"{k}={v}" for k, v in limits.items()) if pairs and limits else json.dumps(limits)
+    assert parse_mm_limits(text) == limits
+    assert parse_mm_limits(json.dumps({k: {"count": v} for k, v in limits.items()})) == limits
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=200)
+def test_mm_limits_reader_raises_only_its_input_error(value):
+    from sparkops.planner.serve_engines import parse_mm_limits
+
+    with contextlib.suppress(ServeInputError):
+        out = parse_mm_limits(value)
+        assert all(isinstance(v, int) and v >= 0 for v in out.values())

@@ -78,6 +78,24 @@ class ServeShape:
     linear_layers: int = 0
     gdn: tuple[int, int, int, int, int] | None = None
     ssm_state_bytes: int = 2  # config mamba_ssm_dtype (float32 -> 4), else the model dtype's 2
+    # a multimodal checkpoint's vision tower (from its vision_config): parameters vLLM loads beside the text model
+    params_vision: int = 0
+
+
+def vision_params(vc: dict[str, Any]) -> int:
+    """Parameters of a Qwen3-VL-style vision tower (Qwen3.5/3.6 ``qwen3_5*_vision``) from its vision_config:
+    a Conv3d patch embedding (in_channels x temporal_patch x patch^2 -> hidden, with bias), learned position
+    embeddings, ``depth`` blocks (two LayerNorms, fused qkv and proj with biases, a two-layer MLP with biases) and
+    the patch merger (LayerNorm over hidden, hidden x merge^2 -> same -> out_hidden). The tensor list this counts
+    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks."""
+    h, i, d = int(vc["hidden_size"]), int(vc["intermediate_size"]), int(vc["depth"])
+    patch = int(vc.get("in_channels", 3)) * int(vc.get("temporal_patch_size", 2)) * int(vc["patch_size"]) ** 2 * h + h
+    pos = int(vc.get("num_position_embeddings", 0)) * h
+    block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
+    m = h * int(vc.get("spatial_merge_size", 2)) ** 2
+    out = int(vc.get("out_hidden_size", h))
+    merger = 2 * h + (m * m + m) + (m * out + out)
+    return patch + pos + d * block + merger
 
 
 def shape_from_arch(arch: ModelArch) -> ServeShape:
@@ -268,7 +286,8 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                                          "context_train": _catalog_context(e.same_as)})
                 s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
                 ctx = e.config.get("max_position_embeddings")
-                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None})
+                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
+                                     "params_vision": vision_params(e.vision) if e.vision else 0})
     last: Exception | None = None
     for n in names:
         try:
@@ -541,7 +560,7 @@ class Uncertainty(_M):
     """A term of the engine's budget the inputs cannot show: what the plan assumed, and how much the
     KV pool (GiB per rank) changes over the term's range: [smaller by, larger by]."""
 
-    term: str  # sampler | cudagraph | lmcache | unified-non-torch
+    term: str  # sampler | cudagraph | lmcache | unified-non-torch | speculative
     assumed: str
     kv_change_gib: list[float]  # [low, high], low <= 0 <= high
     why: str
@@ -694,21 +713,43 @@ def sampler_gib(shape: ServeShape, seqs: int, tokens: int, kind: str) -> float:
     return min(seqs, tokens) * shape.vocab * per / GIB + extra
 
 
-def cudagraph_sizes(max_num_seqs: int) -> list[int]:
-    """vLLM's default capture sizes for this max_num_seqs (engines.yaml vllm.cudagraph_capture)."""
+def cudagraph_sizes(max_num_seqs: int, query_len: int = 1) -> list[int]:
+    """vLLM's default capture sizes for this max_num_seqs (engines.yaml vllm.cudagraph_capture). With
+    speculative decoding a decode step holds ``query_len`` = 1 + num_speculative_tokens tokens per request:
+    the ladder tops at 2 x max_num_seqs x query_len and every size is rounded up to a multiple of
+    query_len, sizes above the top dropped, duplicates merged (vllm/config/vllm.py _set_cudagraph_sizes,
+    vllm/config/compilation.py adjust_cudagraph_sizes_for_spec_decode)."""
     c = engine_value("vllm", "cudagraph_capture")
-    top = min(c["seqs_factor"] * max_num_seqs, c["max_size_cap"])
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    return [s for s in sizes if s <= top]
+    q = max(1, query_len)
+    top = min(c["seqs_factor"] * max_num_seqs * q, c["max_size_cap"])
+    sizes = [s for s in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)) if s <= top]
+    if q > 1:
+        sizes = sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= top})
+    return sizes
+
+
+def vision_tower_loaded(spec: ServeSpec) -> bool:
+    """vLLM skips a tower model when --limit-mm-per-prompt is 0 for all of its modalities (the vision tower's:
+    image and video), which --language-model-only sets (engines.yaml vllm.multimodal)."""
+    if spec.language_model_only:
+        return False
+    lim = spec.limit_mm_per_prompt or {}
+    return not all(lim.get(m) == 0 for m in engine_value("vllm", "multimodal")["vision_modalities"])
+
+
+def spec_query_len(spec: ServeSpec) -> int:
+    """Tokens of one request in a decode step: 1, or 1 + num_speculative_tokens with a drafter."""
+    return 1 + (spec.num_speculative_tokens or 0) if spec.speculative_method else 1
 
 
 def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int) -> tuple[float, int]:
     """vLLM's CUDA-graph memory estimate per rank and the number of graphs it captures: the first
     capture, then every further graph at a cost per decoder layer on the rank."""
-    sizes = cudagraph_sizes(seqs)
+    q = spec_query_len(spec)
+    sizes = cudagraph_sizes(seqs, q)
     graphs = len(sizes)
     if _ge(_version(spec), engine_value("vllm", "cudagraph_capture")["full_decode_since"]):
-        graphs += len([s for s in sizes if s <= seqs])  # FULL decode graphs beside the PIECEWISE ones
+        graphs += len([s for s in sizes if s <= seqs * q])  # FULL decode graphs beside the PIECEWISE ones
     modes = 2 if graphs > len(sizes) else 1
     layers = shape.layers / max(1, spec.pipeline_parallel)
     per = engine_value("vllm", "cudagraph_per_graph_mib_per_layer") * layers / 1024
@@ -780,6 +821,8 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             why="on unified memory vLLM reads the non-torch increase from CUDA's free memory, which also falls with the "
                 "page cache and the CPU heap of torch.compile/Triton during the profile run: start from a warm cache, "
                 "drop the page cache first, or pin the pool with --kv-cache-memory"))
+    if spec.speculative_method:
+        out.append(speculative_uncertainty(spec, ov))
     conn = spec.kv_connector or ""
     if "lmcache" in conn.lower():
         lo, hi = engine_value("vllm", "lmcache_gpu_buffer_range_gib")
@@ -787,6 +830,23 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             term="lmcache", assumed="no GPU buffers", kv_change_gib=[-hi, -lo],
             why=f"the {conn} connector keeps GPU-side staging buffers its config sizes, not the launch line"))
     return out
+
+
+def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertainty:
+    """Speculative decoding: what the plan counts (the target's CUDA graphs at the widened decode sizes)
+    and what it cannot (engines.yaml vllm.speculative: the drafter's weights, its profile run and its own
+    graphs come out of the KV budget; its attention layers join the KV pool's groups)."""
+    s = engine_value("vllm", "speculative")
+    method = spec.speculative_method or "draft_model"
+    k = spec.num_speculative_tokens
+    drafter = spec.speculative_model or ("the checkpoint's own MTP layers" if "mtp" in method.lower() else "not named")
+    return Uncertainty(
+        term="speculative",
+        assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
+                 f"{int(ov['cudagraphs_captured'])} CUDA graphs at decode sizes of {spec_query_len(spec)} tokens per "
+                 "request are counted; the drafter's weights, profile activations and graphs are not"),
+        kv_change_gib=[-float(ov.get("kv_before_speculative", 0.0)), 0.0],
+        why=s["why"])
 
 
 @dataclass
@@ -843,8 +903,17 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
+    ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
-    shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib")}
+    if shape.params_vision and vision_tower_loaded(spec):
+        notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes its "
+                     "dummy images (the largest the processor allows) and keeps an encoder cache, which the plan does "
+                     "not count, so the KV pool may be smaller; --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' "
+                     "(or --language-model-only) skips the tower and that profile")
+    if spec.speculative_method:
+        notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
+    shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
+                                                  "kv_before_speculative")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
@@ -951,6 +1020,13 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
     wbytes, wdetail = weights_bytes(shape, fmt, spec.engine, max(1, spec.tensor_parallel))
+    if shape.params_vision and spec.engine == "vllm":
+        if vision_tower_loaded(spec):
+            wbytes += shape.params_vision * 2
+            wdetail += (f"; vision tower {shape.params_vision / 1e9:.2f} B parameters in bf16 (its vision_config; "
+                        "vLLM loads it unless every image/video limit is 0)")
+        else:
+            wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \

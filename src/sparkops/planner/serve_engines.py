@@ -46,6 +46,7 @@ class ServeModelEntry(_M):
     aliases: list[str] = Field(default_factory=list)
     source: str
     config: dict[str, Any] = Field(default_factory=dict)
+    vision: dict[str, Any] | None = None  # the checkpoint's vision_config (multimodal checkpoints vLLM loads whole)
     same_as: str | None = None  # a training-catalog id with the same shapes
 
 
@@ -97,6 +98,15 @@ class ServeSpec(_M):
     max_batch_size: int | None = None  # TensorRT-LLM
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
     kv_connector: str | None = None  # vLLM --kv-transfer-config's kv_connector (LMCacheConnectorV1 ...)
+    # vLLM speculative decoding (--speculative-config JSON, or the older --speculative-model /
+    # --num-speculative-tokens): the drafter's method, its checkpoint and the tokens it proposes per step
+    speculative_method: str | None = None
+    speculative_model: str | None = None
+    num_speculative_tokens: int | None = None
+    # vLLM multimodal: --limit-mm-per-prompt (items per prompt by modality; 0 for every modality of a tower
+    # skips that tower) and --language-model-only (every limit 0)
+    limit_mm_per_prompt: dict[str, int] | None = None
+    language_model_only: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
@@ -161,7 +171,9 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--max-num-batched-tokens": ("max_num_batched_tokens", "size"), "--enforce-eager": ("enforce_eager", "flag"),
          "--quantization": ("quantization", "str"), "-q": ("quantization", "str"), "--model": ("model", "str"),
          "--kv-cache-memory": ("kv_cache_memory_bytes", "size"), "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size"),
-         "--kv-transfer-config": ("kv_connector", "connector")}
+         "--kv-transfer-config": ("kv_connector", "connector"), "--speculative-config": ("speculative", "speculative"),
+         "--speculative-model": ("speculative_model", "str"), "--num-speculative-tokens": ("num_speculative_tokens", "int"),
+         "--limit-mm-per-prompt": ("limit_mm_per_prompt", "mm"), "--language-model-only": ("language_model_only", "flag")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -275,7 +287,10 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
                         raise ServeInputError(f"{flag} needs a value")
                     val = args[i + 1]
                     i += 1
-                spec[fld] = _convert(val, kind, flag)
+                if kind == "speculative":
+                    spec.update(parse_speculative_config(val, flag))
+                else:
+                    spec[fld] = _convert(val, kind, flag)
             elif flag in _BOOL_NOARG or eq:
                 ignored.append(tok)
             else:
@@ -288,6 +303,8 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
         else:
             positional.append(tok)
         i += 1
+    if spec.get("speculative_model") and not spec.get("speculative_method"):
+        spec["speculative_method"] = "draft_model"  # --speculative-model alone: a separate draft model
     if "model" not in spec and positional and eng in ("vllm", "ollama", "trtllm"):
         spec["model"] = positional.pop(0)
     ignored += positional
@@ -316,7 +333,63 @@ def _connector(val: str) -> str:
     return str(cfg.get("kv_connector") or val) if isinstance(cfg, dict) else val
 
 
+def parse_speculative_config(val: str, flag: str = "--speculative-config") -> dict[str, Any]:
+    """``--speculative-config '{"method": "eagle3", "model": "...", "num_speculative_tokens": 3}'`` as users
+    paste it (vLLM reads it with json.loads: arg_utils's speculative_config is a JSON dict): the method, the
+    drafter's checkpoint and the number of proposed tokens. A draft model without a method is vLLM's
+    "draft_model"; MTP methods need no model (the checkpoint's own MTP layers draft)."""
+    import json
+
+    try:
+        cfg = json.loads(val)
+    except ValueError as exc:
+        raise ServeInputError(f"{flag} is not JSON: {val!r} ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise ServeInputError(f"{flag} must be a JSON object, got {val!r}")
+    out: dict[str, Any] = {}
+    method = cfg.get("method")
+    model = cfg.get("model")
+    if method is not None:
+        out["speculative_method"] = str(method)
+    if model is not None:
+        out["speculative_model"] = str(model)
+        out.setdefault("speculative_method", "draft_model")
+    n = cfg.get("num_speculative_tokens")
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ServeInputError(f"{flag}: num_speculative_tokens must be a whole number >= 0, got {n!r}")
+        out["num_speculative_tokens"] = n
+    return out
+
+
+def parse_mm_limits(val: str, flag: str = "--limit-mm-per-prompt") -> dict[str, int]:
+    """``--limit-mm-per-prompt '{"image": 2, "video": 0}'`` (vLLM >= 0.10: JSON; a modality may also be a dict
+    with a ``count``), or the older ``image=2,video=0``: items per prompt by modality."""
+    import json
+
+    try:
+        cfg = json.loads(val)
+    except ValueError:
+        cfg = None
+        pairs = [p.partition("=") for p in val.split(",") if p.strip()]
+        if pairs and all(eq and k.strip() for k, eq, _ in pairs):
+            cfg = {k.strip(): v.strip() for k, _, v in pairs}
+    if not isinstance(cfg, dict):
+        raise ServeInputError(f"{flag} must be a JSON object like '{{\"image\": 2}}' or image=2,video=0, got {val!r}")
+    out: dict[str, int] = {}
+    for k, v in cfg.items():
+        n = v.get("count") if isinstance(v, dict) else v
+        if isinstance(n, str) and n.strip().isdigit():
+            n = int(n.strip())
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ServeInputError(f"{flag}: the limit for {k!r} must be a whole number >= 0, got {v!r}")
+        out[str(k)] = n
+    return out
+
+
 def _convert(val: str, kind: str, flag: str) -> Any:
+    if kind == "mm":
+        return parse_mm_limits(val, flag)
     if kind == "connector":
         return _connector(val)
     if kind == "size":

@@ -270,7 +270,8 @@ class _Info(Mapping[str, Any]):
 
 def proc_infos(proc: str = "/proc") -> Iterator[Mapping[str, Any]]:
     """Every process under ``proc`` as ``psutil.process_iter(ATTRS, ad_value=None)`` yields its
-    ``info``, in pid order; a process that ends while it is read is left out."""
+    ``info``, in pid order; a process that ends while it is read is left out (one that ends before
+    its ``exe`` is asked for keeps its other attributes, with ``exe`` None)."""
     page = os.sysconf("SC_PAGE_SIZE")
     pids = sorted(int(x) for x in os.listdir(os.fsencode(proc)) if x.isdigit())
     for pid in pids:
