@@ -73,6 +73,8 @@ POLICY = "learned"  # "learned": the model decides; "hybrid": the rules decide, 
 HIGH = 0.8
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0001)
 SECOND_AT = 0.3
+SECOND = "p"  # "p": a second gotcha is offered when its probability reaches SECOND_AT (what diagnose does);
+# "failure": also when it has failure-line evidence of its own (--second failure; tried and dropped, results v12)
 SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong problems on failure lines are both named
 
 
@@ -329,7 +331,12 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
     second = ("", 0.0)
     if label != NONE:
         rest = [i for i in gotchas if c["labels"][i] != label]
-        if rest and p[rest[0]] >= SECOND_AT:
+        if SECOND == "failure":  # issue 18, seventh session: a second gotcha with failure-line evidence of its own
+            fe = INDEX["c.failure_evidence"]  # is offered too, whatever its probability (tried, results v12)
+            rest = [i for i in rest if p[i] >= SECOND_AT or any(j == fe and v for j, v in c["rows"][i])]
+            if rest:
+                second = (c["labels"][rest[0]], p[rest[0]])
+        elif rest and p[rest[0]] >= SECOND_AT:
             second = (c["labels"][rest[0]], p[rest[0]])
     top_p = pr.get(label, 0.0) if label != NONE else (p[gotchas[0]] if gotchas else 0.0)
     if label != NONE:  # the ceiling diagnose applies (learned.ceiling): held under high confidence
@@ -427,6 +434,10 @@ def report(cases: list[dict], sets: list[str], folds: int) -> str:
                    f"{_pct(sum(c['pred'] == c['label'] for c in hi), len(hi))} | "
                    f"{sum(c['pred'] != NONE for c in cs)} | "
                    f"{_pct(sum(c['label'] in (c['pred'], c['second']) for c in cs), len(cs))} |")
+    sec = [c for c in cases if c["second"]]
+    out += ["", f"A second gotcha was offered on {len(sec)} reports ({SECOND}, at {SECOND_AT}); it was the label on "
+            f"{sum(c['second'] == c['label'] for c in sec)} (each time the answer was wrong), and the report was a "
+            f"\"none\" on {sum(c['label'] == NONE for c in sec)}."]
     pos = [c for c in cases if c["label"] != NONE]
     abst = [c for c in pos if c["pred"] == NONE]
     out += ["", "The three most likely gotchas hold the label for "
@@ -560,6 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-hold", action="store_true", help="let the text layer's feature alone make a confident answer")
     ap.add_argument("--salt", default="", help="another dealing of the groups into folds (a check on fold luck)")
     ap.add_argument("--tokens", default="tokens_fp", choices=("tokens", "tokens_fp", "tokens_all"))
+    ap.add_argument("--second", default="p", choices=("p", "failure"), help="when a second gotcha is offered")
+    ap.add_argument("--second-at", type=float, default=0.3,
+                    help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
@@ -571,8 +585,11 @@ def main(argv: list[str] | None = None) -> int:
     SCALE = args.scale
     global SALT
     SALT = args.salt
-    global HOLD
+    global HOLD, SECOND, SECOND_AT
     HOLD = not args.no_hold
+    SECOND, SECOND_AT = args.second, args.second_at
+    if args.write and (SECOND, SECOND_AT) != ("p", 0.3):
+        raise SystemExit("--write ships second_at 0.3 (diagnose offers a second gotcha by its probability only)")
     POLICY = args.policy
     RULES = args.rules
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
