@@ -331,7 +331,7 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
     second = ("", 0.0)
     if label != NONE:
         rest = [i for i in gotchas if c["labels"][i] != label]
-        if SECOND == "failure":  # issue 18, seventh session: a second gotcha with failure-line evidence of its own
+        if SECOND == "failure":  # issue 18, sixth session, second round: a second gotcha with failure-line evidence of its own
             fe = INDEX["c.failure_evidence"]  # is offered too, whatever its probability (tried, results v12)
             rest = [i for i in rest if p[i] >= SECOND_AT or any(j == fe and v for j, v in c["rows"][i])]
             if rest:
