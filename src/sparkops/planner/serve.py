@@ -172,13 +172,12 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
     emb = vocab * h
     head = 0 if cfg.get("tie_word_embeddings") else vocab * h
     total = linear + emb + head + layers * 2 * h + h
-    ssm = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
     return ServeShape(
         id=id, name=name, source=source, layers=layers, attn_layers=n_full, sliding_layers=n_sliding,
         sliding_window=int(window) if isinstance(window, int) else None,
         kv_heads=int(kv), head_dim=int(hd), hidden=h, intermediate=inter, experts=experts, top_k=top_k,
         expert_intermediate=e_inter, vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear,
-        params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm)
+        params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm_state_bytes(cfg))
 
 
 def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
@@ -200,6 +199,12 @@ def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tupl
     if not all(isinstance(v, int) and v > 0 for v in vals):
         raise ServeInputError(f"{name}: config lacks a positive {' / '.join(keys)}")
     return n_full, (vals[0], vals[1], vals[2], vals[3], vals[4])  # type: ignore[return-value]
+
+
+def ssm_state_bytes(cfg: dict[str, Any]) -> int:
+    """Bytes per element of a gated-DeltaNet layer's recurrent state: config.json's mamba_ssm_dtype when it
+    says float32, else the model dtype's 2."""
+    return 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
 
 
 _SWA_PATTERN = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "cohere2": 4}  # one global layer per N (llama.cpp)
@@ -306,8 +311,7 @@ def _catalog_hybrid(name: str, layers: int) -> dict[str, Any]:
     if not isinstance(cfg, dict) or not cfg.get("linear_num_value_heads"):
         return {}
     n_full, gdn = hybrid_layers(cfg, layers, name)
-    ssm = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
-    return {"linear_layers": layers - n_full, "gdn": gdn, "ssm_state_bytes": ssm}
+    return {"linear_layers": layers - n_full, "gdn": gdn, "ssm_state_bytes": ssm_state_bytes(cfg)}
 
 
 def _catalog_context(name: str) -> int | None:
