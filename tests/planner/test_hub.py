@@ -380,7 +380,10 @@ def test_a_gguf_repo_offline_falls_back_to_the_catalog_estimate(fake) -> None:
 @pytest.mark.parametrize(("files", "tag", "picked"), [
     (["a-Q4_K_M.gguf", "a-Q4_K_S.gguf"], "q4_k_m", ["a-Q4_K_M.gguf"]),
     (["a-UD-Q4_K_XL.gguf", "a-Q4_K_M.gguf"], "UD-Q4_K_XL", ["a-UD-Q4_K_XL.gguf"]),
-    (["model.gguf"], None, ["model.gguf"]),  # one model file, no tag: that one
+    (["model.gguf"], None, ["model.gguf"]),  # no Q4 at all, no tag: the first GGUF
+    (["a-Q4_0.gguf", "a-Q4_K_M.gguf", "a-Q8_0.gguf"], "q4", ["a-Q4_K_M.gguf"]),  # llama.cpp: Q4_K_M first
+    (["a-Q4_0.gguf", "a-Q8_0.gguf"], None, ["a-Q4_0.gguf"]),  # no tag, no Q4_K_M: another Q4
+    (["a-Q5_K_S.gguf", "a-Q8_0.gguf"], None, ["a-Q5_K_S.gguf"]),  # no tag, no Q4: the first GGUF
     (["x/a-Q8_0-00002-of-00002.gguf", "x/a-Q8_0-00001-of-00002.gguf", "a-Q4_K_M.gguf"], "Q8_0",
      ["x/a-Q8_0-00001-of-00002.gguf", "x/a-Q8_0-00002-of-00002.gguf"]),
     (["a-IQ4_XS.gguf", "a-Q4_K_M.gguf", "mmproj-a-F16.gguf"], "F16", None),  # a projector is never the model

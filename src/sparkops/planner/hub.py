@@ -364,24 +364,37 @@ def _api_files(client: _Client, repo: str, revision: str) -> tuple[list[str], st
 
 
 def pick_gguf(files: list[str], tag: str | None, repo: str) -> list[str]:
-    """The GGUF file(s) of ``tag`` (case-insensitive, in the file name; all shards of a split file), never a
-    vision projector (mmproj); without a tag llama.cpp's default Q4_K_M, else the repository's only model file."""
+    """The GGUF file(s) for ``tag`` as llama.cpp's ``common_get_hf_file`` picks them (common/arg.cpp, read
+    2026-12-04): the tag as a whole quantization name in the file name (case-insensitive), else as its prefix
+    (``q4`` -> Q4_K_M first, then another Q4); no tag ("latest"): Q4_K_M, then any Q4, then the first GGUF. Never a
+    vision projector (mmproj); every shard of a split file."""
     ggufs = sorted(f for f in files if f.lower().endswith(".gguf") and "mmproj" not in f.lower().rsplit("/", 1)[-1])
     if not ggufs:
         raise HubError(f"{repo} holds no GGUF file")
+
+    def named(q: str, *, prefix: bool) -> list[str]:
+        tail = r"(?![A-Z0-9])" if prefix else r"(?![A-Z0-9_])"
+        pat = re.compile(rf"(?<![A-Z0-9]){re.escape(q.upper())}{tail}")
+        return [f for f in ggufs if pat.search(f.rsplit("/", 1)[-1].upper())]
+
     want = (tag or DEFAULT_GGUF_TAG).upper()
-    hits = [f for f in ggufs if re.search(rf"(?<![A-Z0-9]){re.escape(want)}(?![A-Z0-9_])", f.rsplit("/", 1)[-1].upper())]
-    if not hits and tag is None and len({_SHARD.sub(r"\g<prefix>", f) for f in ggufs}) == 1:
-        hits = ggufs
+    hits = named(want, prefix=False)
+    if not hits and (tag is None or "_" not in want):  # "q4", or no tag: Q4_K_M first, then another Q4
+        q = "Q4" if tag is None else want
+        hits = named(f"{q}_K_M", prefix=False) or named(q, prefix=True)
+    if not hits and tag is None:
+        hits = ggufs[:1]
     if not hits:
-        quants = sorted({m.group(0) for f in ggufs if (m := re.search(r"(?:UD-)?(?:I?Q\d[\w]*|BF16|F16|F32|MXFP4\w*)",
+        quants = sorted({m.group(0) for f in ggufs if (m := re.search(r"(?:UD-)?(?:I?Q\d\w*|BF16|F16|F32|MXFP4\w*)",
                                                                          f.rsplit("/", 1)[-1].upper()))})
         raise HubError(f"{repo} has no GGUF file for :{want}; it has {', '.join(quants) or ', '.join(ggufs[:5])}")
     first = hits[0]
-    m = _SHARD.match(first)
+    m = _SHARD.match(first.rsplit("/", 1)[-1])
     if m is None:
         return [first]
-    shards = sorted(f for f in hits if (s := _SHARD.match(f)) and s["prefix"] == m["prefix"])
+    folder = first.rsplit("/", 1)[0] + "/" if "/" in first else ""
+    shards = sorted(f for f in ggufs if f.startswith(folder) and (s := _SHARD.match(f.rsplit("/", 1)[-1]))
+                    and s["prefix"] == m["prefix"] and s["total"] == m["total"])
     if len(shards) != int(m["total"]):
         raise HubError(f"{repo}: {first} is one of {int(m['total'])} shards but {len(shards)} are listed")
     return shards
