@@ -271,6 +271,9 @@ def test_an_unreachable_endpoint_is_an_error_not_a_hang(tmp_path: Path) -> None:
     access = hub.HubAccess(endpoint=f"http://127.0.0.1:{port}", cache_dir=tmp_path, timeout_s=2, deadline_s=4)
     with pytest.raises(ArchitectureError, match="the Hub is unreachable"):
         hub.fetch_model("acme/tiny", access)
+    with pytest.raises(ArchitectureError, match="the Hub is unreachable") as err:  # a mirror URL with a password
+        hub.fetch_model("acme/tiny", replace(access, endpoint=f"http://me:pw@127.0.0.1:{port}"))
+    assert "pw" not in str(err.value) and "me:" not in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["acme/tiny", "Qwen/Qwen3.6-27B", "a/b"])
