@@ -864,8 +864,8 @@ def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only(
     assert shape.params_vision == 446_571_248
     spec = parse_command(CLUB3090_LINE)
     assert spec.limit_mm_per_prompt == {"image": 2, "audio": 0}
-    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower moves the plan
-    # from 8.18 to 7.35 GiB; the encoder's profile batch is named, not counted
+    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower's weights move
+    # the plan from 8.18 to 7.35 GiB (session 6), the profile's encoder pass (session 7) the rest of the way
     m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
     res = _vllm(CLUB3090_LINE, "0.24.0", m)
     text = _vllm(CLUB3090_LINE.replace('{"image": 2, "audio": 0}', '{"image": 0, "video": 0}'), "0.24.0", m)
@@ -873,9 +873,57 @@ def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only(
     assert "vision tower" in res.model.weights_detail and any("vision encoder" in n or "dummy images" in n for n in res.notes)
     assert "not loaded" in text.model.weights_detail
     assert res.kv.available_gib < text.kv.available_gib
-    assert 5.98 < res.kv.available_gib < 8.18  # nearer the log than without the tower, still above it
+    assert res.kv.available_gib < 8.18  # nearer the log than without the tower
+    assert res.kv.available_gib == pytest.approx(5.98, rel=0.02)  # and, with the encoder pass, at it (was above it)
     only = _vllm(CLUB3090_LINE + " --language-model-only", "0.24.0", m)
     assert only.weights_gib == text.weights_gib
+
+
+def test_encoder_profile_batch_is_the_one_vllm_prints_and_sets_the_peak():
+    # vLLM prints, for Qwen3.x VL checkpoints (club-3090#1047, #1107): "Encoder cache will be initialized with a
+    # budget of 16384 tokens, and profiled with 1 image items of the maximum feature size."
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    spec = parse_command(CLUB3090_LINE)
+    enc = serve.vllm_encoder_profile(shape, spec, 8192, 1, 1)
+    assert (enc.budget_tokens, enc.items, enc.item_tokens) == (16384, 1, 16384)
+    assert enc.patches == 65536  # 16384 tokens of 2 x 2 patches
+    # 12 hidden-size copies (1152) and the bf16 pixel input (3 x 2 x 16 x 16) per patch; outputs of 2048
+    assert enc.peak_gib == pytest.approx(65536 * (12 * 1152 + 1536) * 2 / GIB)
+    assert enc.cache_gib == pytest.approx(16384 * 2048 * 2 / GIB)
+    assert enc.lean_peak_gib < enc.peak_gib
+    m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
+    res = _vllm(CLUB3090_LINE, "0.24.0", m)
+    assert res.overheads["activation_peak"] == pytest.approx(enc.peak_gib, abs=0.002)  # above the 8192-token forward
+    assert any(u.term == "mm-encoder" for u in res.uncertainties)
+    # a larger batch budget profiles more images: 40000 tokens hold two of 16384 (vllm-50722's launch)
+    assert serve.vllm_encoder_profile(shape, spec.model_copy(update={"max_num_batched_tokens": 40000}),
+                                      40000, 256, 4).items == 2
+    # skipped: --skip-mm-profiling, images off, the tower off, the V0 engine
+    for line, ver in ((CLUB3090_LINE + " --skip-mm-profiling", "0.24.0"),
+                      (CLUB3090_LINE.replace('"image": 2', '"image": 0'), "0.24.0"),
+                      (CLUB3090_LINE + " --language-model-only", "0.24.0"), (CLUB3090_LINE, "V0 engine")):
+        s2 = parse_command(line)
+        s2 = s2.model_copy(update={"engine_version": ver})
+        assert serve.vllm_encoder_profile(shape, s2, 8192, 1, 1) is None, line
+    skipped = _vllm(CLUB3090_LINE + " --skip-mm-profiling", "0.24.0", m)
+    assert skipped.kv.available_gib > res.kv.available_gib and "--skip-mm-profiling" not in " ".join(skipped.notes)
+
+
+@given(st.integers(1, 1 << 17), st.integers(1, 2048), st.one_of(st.none(), st.integers(0, 64)),
+       st.integers(1 << 10, 1 << 20), st.sampled_from([1, 2, 4, 8]))
+@settings(max_examples=300)
+def test_encoder_profile_items_stay_within_vllms_budget(tokens, seqs, image_limit, mml, tp):
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    lim = None if image_limit is None else {"image": image_limit}
+    spec = ServeSpec(engine="vllm", model="Qwen/Qwen3.6-35B-A3B-NVFP4", max_model_len=mml, limit_mm_per_prompt=lim)
+    enc = serve.vllm_encoder_profile(shape, spec, tokens, seqs, tp)
+    if image_limit == 0:
+        assert enc is None
+        return
+    assert enc.items >= 1 and enc.budget_tokens == max(tokens, enc.item_tokens)
+    assert enc.items == 1 or enc.items * enc.item_tokens <= enc.budget_tokens
+    assert enc.items <= max(1, seqs * max(1, mml // enc.item_tokens))
+    assert 0 < enc.lean_peak_gib <= enc.peak_gib and enc.cache_gib > 0
 
 
 @given(st.dictionaries(st.sampled_from(["image", "video", "audio"]), st.integers(0, 32), max_size=3),

@@ -80,6 +80,33 @@ class ServeShape:
     ssm_state_bytes: int = 2  # config mamba_ssm_dtype (float32 -> 4), else the model dtype's 2
     # a multimodal checkpoint's vision tower (from its vision_config): parameters vLLM loads beside the text model
     params_vision: int = 0
+    vision: VisionDims | None = None  # its shapes, for the profile run's dummy image batch
+
+
+@dataclass(frozen=True)
+class VisionDims:
+    """What vLLM's profile run of a Qwen3-VL-style vision tower needs (its vision_config)."""
+
+    hidden: int
+    intermediate: int
+    patch_in: int  # in_channels x temporal_patch x patch^2: one patch's pixel values
+    patch: int
+    merge: int
+    out_hidden: int
+    image_max_pixels: int | None  # the image processor's largest image (size.longest_edge); None: not known
+
+    @classmethod
+    def from_config(cls, vc: dict[str, Any]) -> VisionDims:
+        p, t = int(vc["patch_size"]), int(vc.get("temporal_patch_size", 2))
+        mp = vc.get("image_max_pixels")
+        return cls(hidden=int(vc["hidden_size"]), intermediate=int(vc["intermediate_size"]),
+                   patch_in=int(vc.get("in_channels", 3)) * t * p * p, patch=p, merge=int(vc.get("spatial_merge_size", 2)),
+                   out_hidden=int(vc.get("out_hidden_size", vc["hidden_size"])),
+                   image_max_pixels=int(mp) if isinstance(mp, int) else None)
+
+    def image_tokens(self) -> int | None:
+        """Tokens of the largest image (after the spatial merge): max_pixels / (patch x merge)^2."""
+        return None if self.image_max_pixels is None else self.image_max_pixels // (self.patch * self.merge) ** 2
 
 
 def vision_params(vc: dict[str, Any]) -> int:
@@ -292,7 +319,8 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                 s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
                 ctx = e.config.get("max_position_embeddings")
                 return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
-                                     "params_vision": vision_params(e.vision) if e.vision else 0})
+                                     "params_vision": vision_params(e.vision) if e.vision else 0,
+                                     "vision": VisionDims.from_config(e.vision) if e.vision else None})
     last: Exception | None = None
     for n in names:
         try:
@@ -741,6 +769,47 @@ def vision_tower_loaded(spec: ServeSpec) -> bool:
     return not all(lim.get(m) == 0 for m in engine_value("vllm", "multimodal")["vision_modalities"])
 
 
+@dataclass(frozen=True)
+class EncoderProfile:
+    """vLLM's dummy multimodal batch in the profile run (engines.yaml vllm.multimodal.encoder_profile)."""
+
+    items: int  # images of the largest size
+    item_tokens: int  # tokens of one (after the spatial merge)
+    budget_tokens: int  # the encoder budget vLLM prints
+    patches: int  # patches the encoder runs on (items x tokens x merge^2)
+    peak_gib: float  # the encoder forward's peak per rank (pixel input included)
+    lean_peak_gib: float  # the same without the position-embedding stage (a leaner pos_embed)
+    cache_gib: float  # the encoder outputs kept through the text dummy run and the sampler
+
+
+def vllm_encoder_profile(shape: ServeShape, spec: ServeSpec, tokens: int, seqs: int, tp: int) -> EncoderProfile | None:
+    """The profile run's image batch (gpu_model_runner.profile_run): ``items`` images of the processor's largest
+    size go through the vision encoder before the text dummy run, and their outputs stay cached through it. None
+    when the model has no (known) tower, the tower is not loaded, --skip-mm-profiling is set, images are off, or
+    the engine is V0."""
+    v = shape.vision
+    if v is None or spec.skip_mm_profiling or not vision_tower_loaded(spec) or _version(spec) == (0, 0, 0):
+        return None
+    item = v.image_tokens()
+    lim = (spec.limit_mm_per_prompt or {}).get("image")
+    if not item or lim == 0:  # no known image size, or the tower runs for video only (not modelled)
+        return None
+    mml = spec.max_model_len or shape.context_train or item
+    budget = max(tokens, item)  # min(compute budget, cache size): both max(max_num_batched_tokens, one item)
+    per_prompt = max(1, min(lim if lim is not None else mml // item, mml // item))
+    items = max(1, min(budget // item, seqs * per_prompt))
+    patches = items * item * v.merge**2
+    c = engine_value("vllm", "multimodal")["encoder_profile"]
+    h, i = v.hidden, v.intermediate
+    pos = c["pos_embed_hidden_copies"] * h
+    lean = max(c["attention_hidden_copies"] * h, c["mlp_hidden_copies"] * h + c["mlp_intermediate_copies"] * i / max(1, tp))
+    b = c["bytes_per_element"]
+    return EncoderProfile(items=items, item_tokens=item, budget_tokens=budget, patches=patches,
+                          peak_gib=patches * (max(pos, lean) + v.patch_in) * b / GIB,
+                          lean_peak_gib=patches * (lean + v.patch_in) * b / GIB,
+                          cache_gib=items * item * v.out_hidden * b / GIB)
+
+
 def spec_query_len(spec: ServeSpec) -> int:
     """Tokens of one request in a decode step: 1, or 1 + num_speculative_tokens with a drafter."""
     return 1 + (spec.num_speculative_tokens or 0) if spec.speculative_method else 1
@@ -779,13 +848,21 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     act = tokens * activation_bytes_per_token(s, tp, v0=v == (0, 0, 0)) / GIB
     choice = vllm_sampler(spec, gpu_name)
     sampler = sampler_gib(s, seqs, tokens, choice.kind)
+    enc = vllm_encoder_profile(s, spec, int(tokens), int(seqs), tp)
+    cache = enc.cache_gib if enc else 0.0
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs, n_graphs = 0.0, 0
     if not spec.enforce_eager:
         graphs, n_graphs = cudagraph_gib(s, spec, seqs)
-    return {"activation_peak": round(max(act, sampler), 3), "non_torch": non_torch, "cudagraph": round(graphs, 3),
-            "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
-            "sampler_gib": round(sampler, 3), "forward_gib": round(act, 3)}
+    out = {"activation_peak": round(max(act + cache, sampler + cache, enc.peak_gib if enc else 0.0), 3),
+           "non_torch": non_torch, "cudagraph": round(graphs, 3),
+           "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
+           "sampler_gib": round(sampler, 3), "forward_gib": round(act, 3)}
+    if enc:
+        out.update({"mm_encoder": round(enc.peak_gib, 3), "mm_encoder_cache": round(cache, 3),
+                    "mm_items": float(enc.items), "mm_item_tokens": float(enc.item_tokens),
+                    "mm_lean_peak": round(max(act + cache, sampler + cache, enc.lean_peak_gib), 3)})
+    return out
 
 
 def _graphs_in_budget(spec: ServeSpec) -> bool:
@@ -802,7 +879,8 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
     choice = vllm_sampler(spec, gpu_name)
     if choice.other:
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
-        peak_alt = max(ov["forward_gib"], alt)
+        cache = ov.get("mm_encoder_cache", 0.0)
+        peak_alt = max(ov["forward_gib"] + cache, alt + cache, ov.get("mm_encoder", 0.0))
         delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
         other = {"sort": "the sorting sampler", "triton": "the Triton top-k/top-p kernel"}.get(choice.other, "FlashInfer's sampler")
         out.append(Uncertainty(
@@ -825,6 +903,17 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             why="on unified memory vLLM reads the non-torch increase from CUDA's free memory, which also falls with the "
                 "page cache and the CPU heap of torch.compile/Triton during the profile run: start from a warm cache, "
                 "drop the page cache first, or pin the pool with --kv-cache-memory"))
+    if "mm_encoder" in ov:
+        gain = round(max(0.0, ov["activation_peak"] - ov["mm_lean_peak"]), 2)
+        out.append(Uncertainty(
+            term="mm-encoder",
+            assumed=(f"{int(ov['mm_items'])} dummy image(s) of {int(ov['mm_item_tokens'])} tokens through the vision "
+                     f"encoder: {ov['mm_encoder']:.2f} GiB at its peak, {ov['mm_encoder_cache']:.2f} GiB of outputs kept "
+                     "through the text dummy run"),
+            kv_change_gib=[0.0, gain],
+            why="counted from vLLM's Qwen3-VL tower code: its position-embedding interpolation holds 12 hidden-size "
+                "copies per patch; a leaner version of that step leaves the MLP's peak and this much more KV "
+                "(--skip-mm-profiling skips the batch, --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' the tower)"))
     if spec.speculative_method:
         out.append(speculative_uncertainty(spec, ov))
     conn = spec.kv_connector or ""
@@ -910,14 +999,22 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
     if shape.params_vision and vision_tower_loaded(spec):
-        notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes its "
-                     "dummy images (the largest the processor allows) and keeps an encoder cache, which the plan does "
-                     "not count, so the KV pool may be smaller; --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' "
-                     "(or --language-model-only) skips the tower and that profile")
+        if "mm_encoder" in ov:
+            notes.append(f"multimodal checkpoint: the vision tower's weights are counted, and the profile run's vision "
+                         f"encoder pass on {int(ov['mm_items'])} dummy image(s) of {int(ov['mm_item_tokens'])} tokens "
+                         f"({ov['mm_encoder']:.2f} GiB at its peak) sets the activation peak when it is the larger; "
+                         "--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' (or --language-model-only) skips the "
+                         "tower and that profile")
+        elif not spec.skip_mm_profiling:
+            notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes "
+                         "its dummy images (the largest the processor allows) and keeps an encoder cache, which the plan "
+                         "cannot size for this model (no image size in the catalog), so the KV pool may be smaller; "
+                         "--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' (or --language-model-only) skips the "
+                         "tower and that profile")
     if spec.speculative_method:
         notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
-                                                  "kv_before_speculative")}
+                                                  "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
