@@ -97,10 +97,21 @@ def collect(opts: CollectOptions | None = None, also_import: tuple[str, ...] = (
     return redact_model(facts)
 
 
+def hub_access(offline: bool = False):  # noqa: ANN201 - sparkops.planner.hub.HubAccess, imported on use
+    """How a front end reads a Hugging Face id that is in no catalog or local cache: from the Hub, as the
+    user's huggingface_hub would (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE); ``offline``: from the tool's cache only."""
+    import os
+
+    from sparkops.planner.hub import access_from_env
+
+    return access_from_env(os.environ, offline=offline)
+
+
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
-                 facts_source: str = "live") -> Report:
+                 facts_source: str = "live", offline: bool = False) -> Report:
     """Judge a snapshot: the planner sizes a fine-tune first (its peak feeds G3), then identity,
-    G1..G10, verdict and blocking list (:func:`sparkops.checks.judge`), assembled into the report."""
+    G1..G10, verdict and blocking list (:func:`sparkops.checks.judge`), assembled into the report.
+    ``offline``: a model named by the workload is not read from the Hugging Face Hub."""
     from sparkops.report.build import build_report as assemble
     from sparkops.report.model import PlanSummary
 
@@ -109,14 +120,18 @@ def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge |
     if workload.needs_planning:
         from sparkops.planner.preflight import plan_for_preflight
 
-        workload, plan_summary = plan_for_preflight(facts, workload, kb)
+        workload, plan_summary = plan_for_preflight(facts, workload, kb, hub=hub_access(offline))
     return assemble(facts, workload, kb, facts_source, PlanSummary(**plan_summary) if plan_summary else None)
 
 
 def plan(*, model: str | None = None, config: str | None = None, workload: str | Workload | None = None,
          target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
-         opts: CollectOptions | None = None, kb: Knowledge | None = None, **run_flags: object) -> PlanResult:
+         opts: CollectOptions | None = None, kb: Knowledge | None = None, offline: bool = False,
+         **run_flags: object) -> PlanResult:
     """The memory planner: estimate a fine-tune's peak and judge it against a budget.
+
+    The model: a catalog name, a config.json or model folder, an HF id in the local cache, else (unless
+    ``offline`` or HF_HUB_OFFLINE) the Hub's config.json and safetensors headers, read by range.
 
     Budget, first that applies: ``budget_gb``; ``target`` (a profile's idle budget: plan for a Spark
     from anywhere); ``facts`` (a snapshot); else this machine's memory and GPU, collected now.
@@ -127,7 +142,7 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
 
     kb = kb or load()
     wl = workload if isinstance(workload, Workload) else parse_workload(workload or "")
-    arch, assumed = planner.arch_for(wl, model=model, config=config)
+    arch, assumed = planner.arch_for(wl, model=model, config=config, hub=hub_access(offline))
     run = planner.run_for(wl, **run_flags)
     if budget_gb is not None:
         if not 0 < budget_gb < 100_000:
@@ -199,7 +214,7 @@ def _serve_machine_facts(target: str | None, budget_gb: float | None, facts: Fac
     return machine, running, facts
 
 
-def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - serve.Machine -> serve.BesideJob
+def _beside_job(text: str, machine, kb: Knowledge, hub=None):  # noqa: ANN001, ANN202 - serve.Machine, HubAccess -> serve.BesideJob
     """Another job on the same pool: a server line (its footprint) or a fine-tune (its planned peak)."""
     from sparkops.facts.workload import parse_workload
     from sparkops.planner import plan as planner
@@ -211,9 +226,9 @@ def _beside_job(text: str, machine, kb: Knowledge):  # noqa: ANN001, ANN202 - se
     if looks_like_command(text) or w.method == "inference" or any(c in ("vllm", "sglang", "ollama", "llama.cpp")
                                                                    for c in w.components):
         spec = spec_from_text(text)
-        res = serve.plan_serve(serve.resolve_shape(spec.model, gguf=_existing(spec.gguf_path)), spec, machine)
+        res = serve.plan_serve(serve.resolve_shape(spec.model, gguf=_existing(spec.gguf_path), hub=hub), spec, machine)
         return serve.BesideJob(name=name, gib=res.footprint_gib, how=f"{spec.engine} server footprint")
-    arch, _ = planner.arch_for(w)
+    arch, _ = planner.arch_for(w, hub=hub)
     run = planner.run_for(w)
     est = planner.estimate(arch, run)
     return serve.BesideJob(name=name, gib=round(est.peak_total / serve.GIB, 2),
@@ -228,7 +243,7 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
                gguf: str | None = None, engine: str | None = None, beside: list[str] | tuple[str, ...] = (),
                target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
                opts: CollectOptions | None = None, kb: Knowledge | None = None, python: str | Path | None = None,
-               **flags: object) -> ServePlanResult:
+               offline: bool = False, **flags: object) -> ServePlanResult:
     """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
 
     ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
@@ -237,7 +252,8 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     snapshot's target environment) decide vLLM's version-bound terms.
     The machine, first that applies: ``budget_gb``, ``target`` (dgx-spark, h200, h100), ``facts``
     (a snapshot), else this machine now. ``beside``: other jobs on the same pool (launch lines or
-    fine-tune descriptions). Returns a :class:`sparkops.planner.serve.ServePlanResult`.
+    fine-tune descriptions). A model in no catalog or local cache is read from the Hub unless ``offline``.
+    Returns a :class:`sparkops.planner.serve.ServePlanResult`.
     """
     from sparkops.planner import serve
     from sparkops.planner.serve_engines import ServeSpec, spec_from_text, with_installed
@@ -255,7 +271,8 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     if engine and not workload:
         updates["engine"] = engine
     spec = ServeSpec(**{**spec.model_dump(), **updates})
-    shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf)
+    hub = hub_access(offline)
+    shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf, hub=hub)
     machine, running, env_facts = _serve_machine(target, budget_gb, facts, opts, kb, python)
     said: list[str] = []
     if env_facts is not None:
@@ -265,7 +282,7 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
         else:
             spec, note = with_installed(spec, where, dists)
             said += [note] if note and python is not None else []  # a snapshot's training python: silent
-    jobs = [_beside_job(t, machine, kb) for t in beside]
+    jobs = [_beside_job(t, machine, kb, hub) for t in beside]
     res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
                            running=running)
     return res.model_copy(update={"notes": [*res.notes, *said]}) if said else res
@@ -285,7 +302,7 @@ def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = N
         facts = collect(opts, also_import)
     else:
         source = "given"
-    return build_report(facts, workload, kb, facts_source=source)
+    return build_report(facts, workload, kb, facts_source=source, offline=bool(opts is not None and opts.offline))
 
 
 def triage_gpu(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

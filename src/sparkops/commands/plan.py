@@ -54,7 +54,9 @@ FormatOpt = format_option(*PlanOutcome.formats)
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
-        model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog name, alias or HF id (llama-3.1-70b).")] = None,
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog name, alias or HF id (llama-3.1-70b, "
+                                                  "Qwen/Qwen3-8B: outside the catalog and local caches, read from the "
+                                                  "Hub's config.json and safetensors headers, no download).")] = None,
         config: Annotated[str | None, typer.Option("--config", help="A config.json, a model folder, or an HF id in the local HF cache.")] = None,
         workload: Annotated[str | None, typer.Option("--workload", "-w", help='Free text: "qlora 70b seq 8192 bs 1 gc".')] = None,
         method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
@@ -76,6 +78,8 @@ def register(app: typer.Typer) -> None:
         target: Annotated[str | None, typer.Option("--target", help="Plan for a machine you are not on: dgx-spark, h200.")] = None,
         budget_gb: Annotated[float | None, typer.Option("--budget-gb", help="An explicit budget in GB.")] = None,
         facts: Annotated[Path | None, typer.Option("--facts", help="Budget from a recorded snapshot.")] = None,
+        offline: Annotated[bool, typer.Option("--offline", help="Do not read the Hugging Face Hub (as HF_HUB_OFFLINE=1): "
+                                              "only the catalog, local files and caches.")] = False,
         fmt: FormatOpt = "table",  # type: ignore[valid-type,assignment]
         as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
         serve: Annotated[bool, typer.Option("--serve", help="Plan a server instead: weights, KV cache, the engine's "
@@ -113,7 +117,7 @@ def register(app: typer.Typer) -> None:
                                    beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
                                    kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency,
-                                   engine_version=engine_version, python=python)
+                                   engine_version=engine_version, python=python, offline=offline)
             return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,
@@ -122,5 +126,5 @@ def register(app: typer.Typer) -> None:
                        attention=attention, loss=loss, lora_r=lora_r,
                        lora_targets=[t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets else None,
                        lora_dropout=lora_dropout, quant=quant, expandable_segments=expandable, target=target,
-                       budget_gb=budget_gb, facts=facts)
+                       budget_gb=budget_gb, facts=facts, offline=offline)
         return emit(PlanOutcome(res), fmt, as_json)

@@ -169,7 +169,9 @@ def diagnose(
 
 def plan(
     model: Annotated[str | None, Field(
-        description="Catalog name, alias or Hugging Face id, e.g. llama-3.1-70b, Qwen/Qwen2.5-7B.")] = None,
+        description="Catalog name, alias or Hugging Face id, e.g. llama-3.1-70b, Qwen/Qwen2.5-7B (an id outside the "
+                    "catalog and local caches is read from the Hub: config.json and safetensors headers, no download; "
+                    "not with HF_HUB_OFFLINE=1).")] = None,
     config: Annotated[str | None, Field(
         description="A config.json, a model folder, or an HF id in the local HF cache.")] = None,
     workload: Annotated[str | None, Field(
@@ -234,7 +236,9 @@ def plan_serve(
                     '32768 --gpu-memory-utilization 0.5", "llama-server -m x.gguf -c 65536 -np 4", '
                     '"OLLAMA_NUM_PARALLEL=2 ollama run gemma3:27b") or free text ("serve qwen3-8b with vllm 32k '
                     'context 8 users").')] = None,
-    model: Annotated[str | None, Field(description="Model id or catalog name (overrides the text's).")] = None,
+    model: Annotated[str | None, Field(description="Model id or catalog name (overrides the text's); a Hugging Face "
+                                                   "id outside the catalog is read from the Hub (config.json and "
+                                                   "safetensors headers), not with HF_HUB_OFFLINE=1.")] = None,
     engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama | trtllm")] = None,
     gguf_path: Annotated[str | None, Field(description="A local GGUF file: its header gives exact weight bytes.")] = None,
     max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang).")] = None,

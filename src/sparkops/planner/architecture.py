@@ -6,7 +6,8 @@ Why counted, not looked up: the estimator needs what each term is made of (which
 total alone does not say. Counting follows the transformers module layout of each family; the
 catalog test compares every count with the published total. Local checkpoints add the exact
 stored bytes from their safetensors headers (hf-mem's approach), read without torch and never
-in full. Nothing here touches the network.
+in full. Nothing here touches the network: a Hub id is read by :mod:`sparkops.planner.hub`, and
+only when a front end hands :func:`resolve` its access.
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ import math
 import os
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sparkops.core.errors import InputError
+
+if TYPE_CHECKING:
+    from sparkops.planner.hub import HubAccess
 
 __all__ = [
     "ArchitectureError",
@@ -782,9 +786,10 @@ def _from_entry(e: CatalogEntry) -> ModelArch:
     return from_config(e.config, id=e.id, name=e.name, source="catalog")
 
 
-def resolve(name: str, *, env: Mapping[str, str] | None = None) -> ModelArch:
+def resolve(name: str, *, env: Mapping[str, str] | None = None, hub: HubAccess | None = None) -> ModelArch:
     """A model by catalog id, alias or HF id (case and -Instruct/-hf variants forgiven), else a local path or
-    HF-cache entry; unknown names raise ArchitectureError with up to 5 close catalog matches."""
+    HF-cache entry, else (with ``hub``, an ``org/name`` id) the Hub's config.json and safetensors headers;
+    unknown names raise ArchitectureError with up to 5 close catalog matches."""
     if not isinstance(name, str) or not name.strip():
         raise ArchitectureError("no model name given")
     env = os.environ if env is None else env
@@ -798,8 +803,16 @@ def resolve(name: str, *, env: Mapping[str, str] | None = None) -> ModelArch:
         return _from_entry(e)
     if "/" in name and _cache_snapshot(name, env) is not None:
         return from_path(name, env=env)
+    not_read = ""
+    if hub is not None and _is_hub_id(name):
+        from sparkops.planner.hub import HubOffline
+
+        try:
+            return from_hub(name, hub)
+        except HubOffline:
+            not_read = f"; the Hugging Face Hub was not read ({hub.offline_why})"
     hint = _suggest(name)
-    more = f"; close matches: {', '.join(hint)}" if hint else ""
+    more = f"{not_read}; close matches: {', '.join(hint)}" if hint else not_read
     raise ArchitectureError(f"unknown model '{name}' (not in the catalog, not a local path or cached HF id){more}. "
                             "Pass --config with a config.json or model folder for other models.")
 
@@ -837,26 +850,32 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]
         raise ArchitectureError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(blob) < n:
         raise ArchitectureError(f"{path}: truncated safetensors header ({len(blob)} of {n} bytes)")
+    return parse_safetensors_header(blob, str(path))
+
+
+def parse_safetensors_header(blob: bytes, where: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Tensor name -> (dtype, shape) from a safetensors header's JSON bytes (a local file's or one read
+    from the Hub by range); ArchitectureError, naming ``where``, on anything malformed."""
     try:
         header = json.loads(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ArchitectureError(f"{path}: safetensors header is not JSON") from exc
+        raise ArchitectureError(f"{where}: safetensors header is not JSON") from exc
     if not isinstance(header, dict):
-        raise ArchitectureError(f"{path}: safetensors header is not a JSON object")
+        raise ArchitectureError(f"{where}: safetensors header is not a JSON object")
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
     for tname, info in header.items():
         if tname == "__metadata__":
             continue
         if not isinstance(info, dict) or not isinstance(info.get("dtype"), str) or not isinstance(info.get("shape"), list):
-            raise ArchitectureError(f"{path}: tensor '{str(tname)[:80]}' has no dtype/shape in the header")
+            raise ArchitectureError(f"{where}: tensor '{str(tname)[:80]}' has no dtype/shape in the header")
         shape = info["shape"]
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise ArchitectureError(f"{path}: tensor '{str(tname)[:80]}' has an invalid shape {str(shape)[:80]}")
+            raise ArchitectureError(f"{where}: tensor '{str(tname)[:80]}' has an invalid shape {str(shape)[:80]}")
         out[str(tname)] = (info["dtype"], tuple(shape))
     return out
 
 
-def _tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
+def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
     bits = _DTYPE_BITS.get(dtype.upper())
     if bits is None:
         raise ArchitectureError(f"unknown safetensors dtype '{dtype[:20]}'")
@@ -887,16 +906,37 @@ def _weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def _with_headers(arch: ModelArch, files: list[Path]) -> ModelArch:
-    """Exact stored bytes (and, for unquantized checkpoints that match the structure, the exact parameter count)."""
-    stored, numel = 0, 0
+@dataclass(frozen=True)
+class WeightSums:
+    """What a checkpoint's safetensors headers say, summed: exact stored bytes, values, bytes per dtype."""
+
+    files: int
+    stored_bytes: int
+    numel: int
+    by_dtype: dict[str, int]
+
+
+def weight_sums(headers: Iterable[Mapping[str, tuple[str, tuple[int, ...]]]]) -> WeightSums:
+    """The sums over parsed headers (:func:`read_safetensors_header`, or the Hub's by range)."""
+    stored, numel, files = 0, 0, 0
     by_dtype: dict[str, int] = {}
-    for f in files:
-        for dtype, shape in read_safetensors_header(f).values():
-            b = _tensor_bytes(dtype, shape)
+    for header in headers:
+        files += 1
+        for dtype, shape in header.values():
+            b = tensor_bytes(dtype, shape)
             stored += b
             numel += math.prod(shape)
             by_dtype[dtype] = by_dtype.get(dtype, 0) + b
+    return WeightSums(files=files, stored_bytes=stored, numel=numel, by_dtype=by_dtype)
+
+
+def _with_headers(arch: ModelArch, files: list[Path]) -> ModelArch:
+    return with_weights(arch, weight_sums(read_safetensors_header(f) for f in files))
+
+
+def with_weights(arch: ModelArch, w: WeightSums) -> ModelArch:
+    """Exact stored bytes (and, for unquantized checkpoints that match the structure, the exact parameter count)."""
+    stored, numel, by_dtype = w.stored_bytes, w.numel, w.by_dtype
     update: dict[str, Any] = {"stored_bytes": stored}
     if not arch.stored_dtype and by_dtype:
         update["stored_dtype"] = max(by_dtype, key=lambda d: by_dtype[d]).lower()
@@ -939,6 +979,31 @@ def _cache_snapshot(hf_id: str, env: Mapping[str, str]) -> Path | None:
         return max(found, key=lambda d: d.stat().st_mtime) if found else None
     except OSError:
         return None
+
+
+def _is_hub_id(name: str) -> bool:
+    from sparkops.planner.hub import is_hub_id
+
+    return is_hub_id(name)
+
+
+def hub_config(name: str, hub: HubAccess) -> tuple[dict[str, Any], WeightSums | None, str, tuple[str, ...]]:
+    """(config.json, the summed safetensors headers, the source "hub:ID@commit", notes) of a Hub model."""
+    from sparkops.planner.hub import fetch_model
+
+    m = fetch_model(name, hub)
+    notes = (*m.notes, f"read from the Hub's cache of {m.fetched_at}") if m.from_cache else m.notes
+    return m.config, m.weights, m.source, notes
+
+
+def from_hub(name: str, hub: HubAccess) -> ModelArch:
+    """A model on the Hugging Face Hub, counted from its config.json with the exact stored bytes of its
+    safetensors headers (read by range, never the weights): as a local folder, before any download."""
+    cfg, weights, source, notes = hub_config(name, hub)
+    arch = from_config(cfg, id=name.strip(), name=name.strip(), source=source)
+    if weights is not None and weights.files:
+        arch = with_weights(arch, weights)
+    return arch.model_copy(update={"approximate": [*arch.approximate, *notes]}) if notes else arch
 
 
 def from_path(path_or_id: str, *, env: Mapping[str, str] | None = None) -> ModelArch:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sparkops.facts.workload import Workload
     from sparkops.knowledge import Knowledge
     from sparkops.planner.architecture import ModelArch
+    from sparkops.planner.hub import HubAccess
 
 Verdict = Literal["fits", "tight", "does-not-fit"]
 
@@ -273,8 +274,9 @@ FRAMEWORK_COMPONENTS = {"unsloth": "unsloth", "trl": "trl", "axolotl": "axolotl"
 
 
 def arch_for(workload: Workload, *, model: str | None = None, config: str | None = None,
-             env: Any = None) -> tuple[ModelArch, str | None]:
-    """The architecture the workload names; with only a size, the nearest catalog entry (said so)."""
+             env: Any = None, hub: HubAccess | None = None) -> tuple[ModelArch, str | None]:
+    """The architecture the workload names; with only a size, the nearest catalog entry (said so).
+    ``hub``: how to read a Hugging Face id from the Hub (None: the Hub is not read)."""
     from sparkops.planner import architecture
 
     if config:
@@ -282,7 +284,7 @@ def arch_for(workload: Workload, *, model: str | None = None, config: str | None
     name = model or workload.model
     if name:
         try:
-            return architecture.resolve(name, env=env), None
+            return architecture.resolve(name, env=env, hub=hub), None
         except architecture.ArchitectureError:
             if workload.params_b is None or model:
                 raise

@@ -4,15 +4,19 @@ from the workload (``estimated_peak_gb``) and never import the planner."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkops.core.errors import InputError
 from sparkops.facts.model import Facts
 from sparkops.facts.workload import Workload
 from sparkops.knowledge import Knowledge
 
+if TYPE_CHECKING:
+    from sparkops.planner.hub import HubAccess
 
-def plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge) -> tuple[Workload, dict[str, Any] | None]:
+
+def plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
+                       hub: HubAccess | None = None) -> tuple[Workload, dict[str, Any] | None]:
     """The workload with its planned peak, and the planner's summary (None when nothing to plan).
 
     A planner failure (unknown model, no budget) never fails preflight: G3 then says the fit was
@@ -23,7 +27,7 @@ def plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge) -> tuple
     from sparkops.planner import plan as planner
 
     try:
-        arch, assumed = planner.arch_for(workload)
+        arch, assumed = planner.arch_for(workload, hub=hub)
         run = planner.run_for(workload)
         try:
             budget = planner.budget_from_facts(facts, kb, "facts")

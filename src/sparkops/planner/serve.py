@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from sparkops.facts.model import Facts
     from sparkops.planner.architecture import ModelArch
     from sparkops.planner.gguf import GGUFHeader
+    from sparkops.planner.hub import HubAccess
 
 Verdict = Literal["fits", "tight", "does-not-fit"]
 
@@ -291,9 +292,10 @@ _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9
 
 
 def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | None = None,
-                  env: Any = None) -> ServeShape:
+                  env: Any = None, hub: HubAccess | None = None) -> ServeShape:
     """The model's serving shape: a GGUF file's header, a config path, the serving-only entries,
-    then the training catalog (under the name, then without its quantization suffix)."""
+    then the training catalog (under the name, then without its quantization suffix), a local HF cache entry,
+    and with ``hub`` the Hugging Face Hub (config.json and safetensors headers, by range)."""
     from sparkops.planner import architecture
 
     if gguf:
@@ -328,7 +330,52 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
             return ServeShape(**{**s.__dict__, "context_train": _catalog_context(n), **_catalog_hybrid(n, s.layers)})
         except architecture.ArchitectureError as exc:
             last = last or exc
+    if hub is not None:
+        from sparkops.planner.hub import is_hub_id
+
+        for n in names:
+            if is_hub_id(n):
+                try:
+                    return _hub_shape(n, hub)
+                except (architecture.ArchitectureError, ServeInputError) as exc:
+                    last = exc
+                    break
     raise ServeInputError(str(last) if last else f"unknown model {model!r}")
+
+
+def _hub_shape(name: str, hub: HubAccess) -> ServeShape:
+    """A Hub model's serving shape: counted by the training planner with its stored bytes when it knows the family,
+    else by :func:`shape_from_config` (hybrids, MLA, Gemma 4), with what serving reads beyond the counts."""
+    from sparkops.planner import architecture
+    from sparkops.planner.hub import HubError
+
+    cfg, _weights, source, _notes = architecture.hub_config(name, hub)
+    try:
+        s = shape_from_arch(architecture.from_hub(name, hub))
+    except HubError:
+        raise
+    except architecture.ArchitectureError:  # a family the training planner does not count
+        text, _ = architecture._unwrap(cfg)
+        s = shape_from_config(text, id=name, name=name, source=source)
+        s = ServeShape(**{**s.__dict__, "native_format": architecture._prequantized(text.get("quantization_config"))})
+    return ServeShape(**{**s.__dict__, **_hub_extras(cfg, s.layers, name)})
+
+
+def _hub_extras(cfg: dict[str, Any], layers: int, name: str) -> dict[str, Any]:
+    """What serving reads from a Hub model's config.json beyond the counted shape: the context vLLM and SGLang
+    default to, the gated-DeltaNet dims of a hybrid, and a Qwen3-VL-style vision tower."""
+    from sparkops.planner import architecture
+
+    text, _notes = architecture._unwrap(cfg)
+    ctx = text.get("max_position_embeddings")
+    out: dict[str, Any] = {"context_train": ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None}
+    if text.get("linear_num_value_heads"):
+        n_full, gdn = hybrid_layers(text, layers, name)
+        out |= {"linear_layers": layers - n_full, "attn_layers": n_full, "gdn": gdn, "ssm_state_bytes": ssm_state_bytes(text)}
+    vc = cfg.get("vision_config")
+    if isinstance(vc, dict) and all(isinstance(vc.get(k), int) for k in ("hidden_size", "intermediate_size", "depth", "patch_size")):
+        out["params_vision"] = vision_params(vc)
+    return out
 
 
 def _catalog_hybrid(name: str, layers: int) -> dict[str, Any]:
