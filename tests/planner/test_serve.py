@@ -842,6 +842,52 @@ def test_speculative_decoding_widens_the_cuda_graph_ladder_as_the_log_prints():
     assert not [u for u in plain.uncertainties if u.term == "speculative"]
 
 
+def test_known_drafter_adds_its_weights_and_kv_layers_as_the_log_groups_them():
+    # vllm#46462 (0.20.2, Qwen3.6-35B-A3B-FP8 + z-lab/Qwen3.6-35B-A3B-DFlash) prints, from
+    # _get_kv_cache_groups_uniform_page_size: "Add 2 padding layers, may waste at most 6.67% KV cache memory" and
+    # "Add 6 padding layers, may waste at most 60.00% KV cache memory"
+    spec = parse_command(DFLASH_LINE)
+    drafter = serve.drafter_shape(spec)
+    assert drafter is not None and (drafter.layers, drafter.kv_heads, drafter.head_dim, drafter.fc_in) == (8, 4, 128, 5 * 2048)
+    # 8 x (qkv 2048 x 40 x 128 + o 4096 x 2048 + q/k norms 256 + MLP 3 x 2048 x 6144 + norms 4096) + fc 10240 x 2048 + 4096
+    assert drafter.params() == 8 * (2048 * 40 * 128 + 4096 * 2048 + 256 + 3 * 2048 * 6144 + 4096) + 10240 * 2048 + 4096
+    shape = serve.resolve_shape(spec.model)
+    hy = serve.vllm_hybrid_layout(shape, 2.0, 1, drafter)
+    assert hy.buckets == (10, 8, 30) and hy.group_size == 8
+    assert sorted(hy.padding()) == [(2, 6.67), (6, 60.0)]
+    assert (hy.attn_groups, hy.state_groups) == (3, 4)
+    alone = serve.vllm_hybrid_layout(shape, 2.0, 1)
+    assert alone.buckets == (10, 30) and alone.group_size == 10 and alone.padding() == []
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A800 80GB")
+    res = _vllm(DFLASH_LINE, "0.20.2", m)
+    nodraft = _vllm(DFLASH_LINE.replace("z-lab/Qwen3.6-35B-A3B-DFlash", "someone/unknown-drafter"), "0.20.2", m)
+    assert res.weights_gib - nodraft.weights_gib == pytest.approx(drafter.params() * 2 / GIB, abs=0.01)
+    assert res.kv.bytes_per_token > nodraft.kv.bytes_per_token
+    assert any("drafter z-lab/Qwen3.6-35B-A3B-DFlash" in n and "8 of its 8" in n for n in res.notes)
+    assert "drafter's weights and KV layers too" in next(u for u in res.uncertainties if u.term == "speculative").assumed
+    # a method that does not match the catalogued drafter's is not taken for it
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_method": "eagle3"})) is None
+    # a local copy of the drafter (a path ending in its name) is the same drafter
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_model": "/models/Qwen3.6-35B-A3B-DFlash/"})) == drafter
+
+
+@given(st.integers(1, 200), st.integers(0, 64), st.integers(1, 200))
+@settings(max_examples=300)
+def test_hybrid_groups_pad_every_bucket_to_whole_groups(attn, drafter_layers, linear):
+    import dataclasses
+
+    shape = dataclasses.replace(serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-FP8"), attn_layers=attn, linear_layers=linear)
+    d = serve.drafter_shape(parse_command(DFLASH_LINE))
+    d = dataclasses.replace(d, layers=drafter_layers) if drafter_layers else None
+    hy = serve.vllm_hybrid_layout(shape, 2.0, 1, d)
+    counts = [attn, drafter_layers, linear] if drafter_layers else [attn, linear]
+    assert list(hy.buckets) == counts
+    lo, hi = min(counts), max(counts)
+    assert hy.group_size == (hi if hi < 1.5 * lo else lo)
+    assert hy.attn_groups + hy.state_groups == sum(-(-n // hy.group_size) for n in counts)
+    assert all(0 < pad < hy.group_size for pad, _ in hy.padding())
+
+
 @given(st.integers(min_value=1, max_value=1024))
 @settings(max_examples=100)
 def test_cuda_graph_ladder_without_a_drafter_is_unchanged(seqs):

@@ -490,6 +490,58 @@ def request_kv_bytes(shape: ServeShape, length: int, kv_bytes: float, tp: int = 
 
 
 @dataclass(frozen=True)
+class DrafterShape:
+    """A speculative drafter vLLM loads beside the target, from its public config (engines.yaml
+    vllm.speculative.drafters; DFlash as model_executor/models/qwen3_dflash.py builds it)."""
+
+    id: str
+    method: str
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    fc_in: int  # the aux-hidden-state projection's input: target hidden x len(target_layer_ids)
+    vocab: int
+    own_embed: bool
+    own_lm_head: bool
+
+    def params(self) -> int:
+        """Decoder layers (fused qkv, o_proj, q/k norms, gate_up/down MLP, two norms), fc, hidden_norm and
+        norm, and the vocabulary rows only when the checkpoint ships its own embed_tokens / lm_head."""
+        h, d = self.hidden, self.head_dim
+        layer = h * (self.heads + 2 * self.kv_heads) * d + self.heads * d * h + 2 * d + 3 * h * self.intermediate + 2 * h
+        vocab = self.vocab * h * (int(self.own_embed) + int(self.own_lm_head))
+        return self.layers * layer + self.fc_in * h + 2 * h + vocab
+
+    def kv_layer_bytes(self, kv_bytes: float, tp: int = 1) -> float:
+        return 2 * max(1, math.ceil(self.kv_heads / max(1, tp))) * self.head_dim * kv_bytes
+
+
+def drafter_shape(spec: ServeSpec) -> DrafterShape | None:
+    """The drafter named by --speculative-config's "model" when its config is in the catalog (by id, or a local
+    path ending in the id's name), and its method matches; None otherwise."""
+    name = (spec.speculative_model or "").strip().rstrip("/").lower()
+    if spec.engine != "vllm" or not name:
+        return None
+    for d in engine_value("vllm", "speculative").get("drafters", []):
+        did = str(d["id"]).lower()
+        if name != did and name.rsplit("/", 1)[-1] != did.rsplit("/", 1)[-1]:
+            continue
+        if spec.speculative_method and spec.speculative_method.lower() != str(d["method"]).lower():
+            continue
+        c = d["config"]
+        return DrafterShape(id=d["id"], method=d["method"], layers=int(c["num_hidden_layers"]), hidden=int(c["hidden_size"]),
+                            intermediate=int(c["intermediate_size"]), heads=int(c["num_attention_heads"]),
+                            kv_heads=int(c["num_key_value_heads"]), head_dim=int(c["head_dim"]),
+                            fc_in=int(c.get("target_hidden_size", c["hidden_size"])) * len(c.get("target_layer_ids") or []),
+                            vocab=int(c["vocab_size"]), own_embed=bool(d.get("ships_embed_tokens")),
+                            own_lm_head=bool(d.get("ships_lm_head")))
+    return None
+
+
+@dataclass(frozen=True)
 class HybridLayout:
     """vLLM's KV layout for a model with gated-DeltaNet (mamba-type) layers beside attention layers
     (engines.yaml vllm.hybrid_kv): one page size for both, layers in equal-sized groups."""
@@ -498,9 +550,19 @@ class HybridLayout:
     block_tokens: int  # the attention block size vLLM sets so an attention page holds a state
     page_bytes: int  # one page (attention block = padded state)
     group_size: int  # layers per KV cache group (one tensor per group slot)
-    attn_groups: int
+    attn_groups: int  # the target's attention layers' groups and, with a known drafter, its layers' groups
     state_groups: int
     state_pages_per_request: int  # 1, or 2 in 'align' mode (prefix caching on, vLLM's default)
+    buckets: tuple[int, ...] = ()  # layers of each KV spec (target attention, drafter attention, state)
+
+    def padding(self) -> list[tuple[int, float]]:
+        """vLLM's "Add N padding layers, may waste at most P% KV cache memory" per bucket."""
+        out = []
+        for n in self.buckets:
+            pad = self.group_size - n % self.group_size
+            if pad != self.group_size:
+                out.append((pad, round(pad / n * 100, 2)))
+        return out
 
     def pages_per_request(self, length: int) -> int:
         return self.attn_groups * -(-length // self.block_tokens) + self.state_groups * self.state_pages_per_request
@@ -516,13 +578,16 @@ class HybridLayout:
         return int(self.blocks(kv_gib) / self.pages_per_request(max_model_len) * max_model_len)
 
 
-def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1) -> HybridLayout | None:
+def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1,
+                       drafter: DrafterShape | None = None) -> HybridLayout | None:
     """None for models without gated-DeltaNet layers. Read from vLLM (engines.yaml vllm.hybrid_kv):
     MambaStateShapeCalculator.gated_delta_net_state_shape (conv state (conv_dim/tp, kernel-1) in the
     model dtype, ssm state (v_heads/tp, v_dim, k_dim) in mamba_ssm_dtype), HybridAttentionMambaModelConfig
     (attention block = 16 x ceil(state / (16 x attention bytes per token)), the state padded to that page),
     kv_cache_utils._get_kv_cache_groups_uniform_page_size (group size = the smaller layer count, or the
-    larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align')."""
+    larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align').
+    A known drafter's attention layers are a bucket of their own (their own spec) when their page per token
+    matches the target's; otherwise they are left out of the layout (see drafter_kv_layers)."""
     if not shape.gdn or not shape.linear_layers or not shape.attn_layers:
         return None
     c = engine_value("vllm", "hybrid_kv")
@@ -532,21 +597,41 @@ def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1) -> Hybri
     per_tok = int(kv_layer_bytes(shape, kv_bytes, tp))
     a = c["block_alignment"]
     block = a * -(-state // (a * per_tok))
-    lo, hi = sorted((shape.attn_layers, shape.linear_layers))
+    attn_buckets = [shape.attn_layers]
+    if drafter is not None and int(drafter.kv_layer_bytes(kv_bytes, tp)) == per_tok:
+        attn_buckets.append(drafter.layers)
+    buckets = (*attn_buckets, shape.linear_layers)
+    lo, hi = min(buckets), max(buckets)
     gs = hi if hi < lo * 1.5 else lo
     return HybridLayout(state_bytes=state, block_tokens=block, page_bytes=block * per_tok, group_size=gs,
-                        attn_groups=-(-shape.attn_layers // gs), state_groups=-(-shape.linear_layers // gs),
-                        state_pages_per_request=c["align_state_pages"])
+                        attn_groups=sum(-(-n // gs) for n in attn_buckets), state_groups=-(-shape.linear_layers // gs),
+                        state_pages_per_request=c["align_state_pages"], buckets=buckets)
 
 
-def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None) -> int:
-    """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank."""
-    hy = vllm_hybrid_layout(shape, kv_bytes, tp)
+def drafter_kv_layers(shape: ServeShape, layout: HybridLayout | None, drafter: DrafterShape | None) -> int:
+    """The drafter's KV layers the plan counts: all of them beside a plain attention model, those in the hybrid
+    layout's buckets beside a hybrid one (0 when their page per token differs from the target's)."""
+    if drafter is None:
+        return 0
+    if layout is None:
+        return drafter.layers
+    return drafter.layers if len(layout.buckets) == 3 else 0
+
+
+_UNSET: Any = object()
+
+
+def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
+                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> int:
+    """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
+    the caller has already computed (None for a plain attention model); computed here when not given."""
+    hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml)
     block = int(engine_value("vllm", "block_size"))
-    page = kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers * block
+    extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
+    page = (kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers + extra) * block
     return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
 
 
@@ -980,11 +1065,14 @@ def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertaint
     method = spec.speculative_method or "draft_model"
     k = spec.num_speculative_tokens
     drafter = spec.speculative_model or ("the checkpoint's own MTP layers" if "mtp" in method.lower() else "not named")
+    known = drafter_shape(spec) is not None
     return Uncertainty(
         term="speculative",
         assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
                  f"{int(ov['cudagraphs_captured'])} CUDA graphs at decode sizes of {spec_query_len(spec)} tokens per "
-                 "request are counted; the drafter's weights, profile activations and graphs are not"),
+                 "request are counted; " + ("the drafter's weights and KV layers too (its config is in the catalog), "
+                                            "its profile activations and graphs are not" if known else
+                                            "the drafter's weights, profile activations and graphs are not")),
         kv_change_gib=[-float(ov.get("kv_before_speculative", 0.0)), 0.0],
         why=s["why"])
 
@@ -1002,7 +1090,11 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
-def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float,
+          hy: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> _Plan:
+    """vLLM's budget; ``hy`` is the hybrid KV layout plan_serve computed once (None: plain attention)."""
+    if hy is _UNSET:
+        hy = vllm_hybrid_layout(shape, kvb, spec.tensor_parallel, drafter)
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
@@ -1024,12 +1116,18 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len)
-    hy = vllm_hybrid_layout(shape, kvb, tp)
+    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter)
     if hy is not None:
+        pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
                      f"and rank: vLLM sets the attention block to {hy.block_tokens} tokens so one page holds a state, "
-                     f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers")
+                     f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers"
+                     + (" (padding layers: " + ", ".join(f"{n}, {p:g} %" for n, p in pads) + ")" if pads else ""))
+    if drafter is not None:
+        counted = drafter_kv_layers(shape, hy, drafter)
+        notes.append(f"{drafter.method} drafter {drafter.id} (its config in the catalog): {drafter.params() / 1e9:.2f} B "
+                     f"parameters in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
+                     + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
     free = m.free_gib
     passes = None if free is None else free >= requested
     after = None
@@ -1175,14 +1273,22 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         "vLLM loads it unless every image/video limit is 0)")
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
+    drafter = drafter_shape(spec) if spec.speculative_method else None
+    if drafter is not None:
+        wbytes += drafter.params() * 2
+        wdetail += (f"; {drafter.method} drafter {drafter.id}: {drafter.params() / 1e9:.2f} B parameters in bf16 "
+                    "(its config.json; embeddings and lm_head shared with the target)")
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
             and spec.n_gpu_layers < shape.layers:
         wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
     kvb = kv_dtype_bytes(spec)
+    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
+    # the hybrid KV layout, computed once per plan and passed on (it was computed three times before)
+    hy = vllm_hybrid_layout(shape, kvb, tp, drafter) if spec.engine == "vllm" else None
     if spec.engine == "vllm":
-        p = _vllm(shape, spec, machine, weights_gib, kvb)
+        p = _vllm(shape, spec, machine, weights_gib, kvb, hy, drafter)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "trtllm":
@@ -1190,8 +1296,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     else:
         p = _gguf(shape, spec, machine, weights_gib, kvb)
 
-    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
-    per_tok = kv_bytes_per_token(shape, kvb, tp)
+    d_layers = drafter_kv_layers(shape, hy, drafter)
+    d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
+    per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
@@ -1199,10 +1306,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         # Ollama: each of the parallel sequences gets num_ctx
         mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
     mml = mml or shape.context_train
-    hy = vllm_hybrid_layout(shape, kvb, tp) if spec.engine == "vllm" else None
 
     def _req(length: int) -> float:
-        return hy.request_bytes(length) if hy is not None else request_kv_bytes(shape, length, kvb, tp)
+        if hy is not None:
+            return hy.request_bytes(length)
+        return request_kv_bytes(shape, length, kvb, tp) + d_per * d_layers * length
 
     req = _req(mml) / GIB if mml else None
     pool = p.kv_available
