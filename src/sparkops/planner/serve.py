@@ -115,7 +115,10 @@ def vision_params(vc: dict[str, Any]) -> int:
     a Conv3d patch embedding (in_channels x temporal_patch x patch^2 -> hidden, with bias), learned position
     embeddings, ``depth`` blocks (two LayerNorms, fused qkv and proj with biases, a two-layer MLP with biases) and
     the patch merger (LayerNorm over hidden, hidden x merge^2 -> same -> out_hidden). The tensor list this counts
-    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks."""
+    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks.
+    A tower of another design carries its published parameter count instead (``params``)."""
+    if "params" in vc:
+        return int(vc["params"])
     h, i, d = int(vc["hidden_size"]), int(vc["intermediate_size"]), int(vc["depth"])
     patch = int(vc.get("in_channels", 3)) * int(vc.get("temporal_patch_size", 2)) * int(vc["patch_size"]) ** 2 * h + h
     pos = int(vc.get("num_position_embeddings", 0)) * h
@@ -322,7 +325,8 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                 ctx = e.config.get("max_position_embeddings")
                 return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
                                      "params_vision": vision_params(e.vision) if e.vision else 0,
-                                     "vision": VisionDims.from_config(e.vision) if e.vision else None})
+                                     "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
+                                     else None})
     last: Exception | None = None
     for n in names:
         try:
