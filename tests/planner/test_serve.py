@@ -925,6 +925,18 @@ def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only(
     assert only.weights_gib == text.weights_gib
 
 
+def test_a_tower_of_another_design_counts_its_published_parameters():
+    # record vllm-h100doc-mistral-small-32-24b (vLLM 0.11.0, H100): "Mistral-Small-3.2-24B | 44.76 |" GiB of weights;
+    # text 23,572,403,200 + Pixtral tower 438,958,080 parameters in bf16
+    shape = serve.resolve_shape("mistralai/Mistral-Small-3.2-24B-Instruct-2506")
+    assert shape.params_vision == 438_958_080 and shape.vision is None  # no image size: the encoder pass is not sized
+    m = serve.Machine(source="log", total_gib=79.18, free_gib=79.18, gpu_name="H100 80GB")
+    res = _vllm("vllm serve mistralai/Mistral-Small-3.2-24B-Instruct-2506 --gpu-memory-utilization 0.95 "
+                "--max-model-len 16000", "0.11.0", m)
+    assert res.weights_gib == pytest.approx(44.76, rel=0.01)
+    assert any("cannot size for this model" in n for n in res.notes)
+
+
 def test_encoder_profile_batch_is_the_one_vllm_prints_and_sets_the_peak():
     # vLLM prints, for Qwen3.x VL checkpoints (club-3090#1047, #1107): "Encoder cache will be initialized with a
     # budget of 16384 tokens, and profiled with 1 image items of the maximum feature size."
