@@ -62,6 +62,13 @@ def _handler(state: FakeHub, cdn: bool) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             state.log.append(("cdn" if cdn else "hub", self.path, self.headers.get("Range"), self.headers.get("Authorization")))
+            api = re.fullmatch(r"/api/models/(?P<repo>[^/]+/[^/]+)/revision/(?P<rev>[^/]+)", self.path)
+            if api:  # the Hub's model API: its file list and commit
+                names = sorted(n for r, n in state.files if r == api["repo"])
+                if not names:
+                    return self._send(404, b'{"error":"Repository not found"}')
+                return self._send(200, json.dumps({"id": api["repo"], "sha": COMMIT,
+                                                   "siblings": [{"rfilename": n} for n in names]}).encode())
             m = re.fullmatch(r"/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<name>.+)", self.path)
             if not m:
                 return self._send(404, b"not found")
@@ -122,6 +129,7 @@ def fake(servers: tuple[FakeHub, str, str], tmp_path: Path) -> tuple[FakeHub, hu
     state.ignore_range = False
     state.redirect_to = None
     hub._SEEN.clear()
+    hub._GGUF_SEEN.clear()
     access = hub.HubAccess(endpoint=base, cache_dir=tmp_path / "cache", timeout_s=5, deadline_s=20)
     return state, access, cdn
 
@@ -263,6 +271,9 @@ def test_an_unreachable_endpoint_is_an_error_not_a_hang(tmp_path: Path) -> None:
     access = hub.HubAccess(endpoint=f"http://127.0.0.1:{port}", cache_dir=tmp_path, timeout_s=2, deadline_s=4)
     with pytest.raises(ArchitectureError, match="the Hub is unreachable"):
         hub.fetch_model("acme/tiny", access)
+    with pytest.raises(ArchitectureError, match="the Hub is unreachable") as err:  # a mirror URL with a password
+        hub.fetch_model("acme/tiny", replace(access, endpoint=f"http://me:pw@127.0.0.1:{port}"))
+    assert "pw" not in str(err.value) and "me:" not in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["acme/tiny", "Qwen/Qwen3.6-27B", "a/b"])
@@ -303,6 +314,89 @@ def test_serving_reads_context_hybrid_and_vision_from_the_hub_config(fake, tmp_p
     h = serve.resolve_shape("acme/tiny-35", hub=access)
     assert (h.context_train, h.attn_layers, h.linear_layers) == (8192, 2, 2)
     assert h.gdn == (2, 4, 4, 4, 4) and h.params_vision == serve.vision_params(qwen35["vision_config"]) > 0
+
+
+# --------------------------------------------------------------------------- GGUF repositories (llama.cpp -hf, Ollama hf.co/)
+
+
+def _tiny_gguf(file_type: int, gtype: int, *, vocab: int = 1000, tokens: int = 0) -> tuple[bytes, int]:
+    """A llama GGUF header (tensors typed ``gtype``) and its exact tensor bytes."""
+    from sparkops.planner.gguf import GGML_TYPES, write_header
+
+    meta: dict[str, Any] = {"general.architecture": "llama", "general.name": "tiny", "general.file_type": file_type,
+                            "llama.block_count": 2, "llama.embedding_length": 256, "llama.attention.head_count": 4,
+                            "llama.attention.head_count_kv": 2, "llama.context_length": 4096}
+    if tokens:
+        meta["tokenizer.ggml.tokens"] = [f"token-{i:07d}-{'x' * 40}" for i in range(tokens)]  # a long vocabulary
+    tensors = [("token_embd.weight", (256, vocab), gtype), ("output.weight", (256, vocab), gtype)]
+    for i in range(2):
+        tensors += [(f"blk.{i}.attn_q.weight", (256, 256), gtype), (f"blk.{i}.ffn_up.weight", (256, 512), gtype)]
+    _, block, size = GGML_TYPES[gtype]
+    nbytes = sum(-(-(a * b) // block) * size for _, (a, b), _ in tensors)
+    return write_header(meta, tensors), nbytes
+
+
+def test_a_gguf_repo_is_sized_from_the_header_of_the_tag_asked_for(fake) -> None:
+    from sparkops.planner import serve
+
+    state, access, _ = fake
+    q4, q4_bytes = _tiny_gguf(15, 12)
+    q8, q8_bytes = _tiny_gguf(7, 8)
+    repo = "bartowski/acme_Tiny-GGUF"
+    state.files |= {(repo, "acme_Tiny-Q4_K_M.gguf"): q4 + b"\0" * 4096, (repo, "acme_Tiny-Q8_0.gguf"): q8,
+                    (repo, "mmproj-acme_Tiny-Q8_0.gguf"): q8, (repo, "README.md"): b"# tiny"}
+    s = serve.resolve_shape(f"{repo}:Q8_0", hub=access)
+    assert (s.gguf_type, s.gguf_bytes, s.layers, s.context_train) == ("Q8_0", q8_bytes, 2, 4096)
+    assert s.source == f"gguf:hub:{repo}/acme_Tiny-Q8_0.gguf@{COMMIT[:12]}"
+    d = serve.resolve_shape(f"hf.co/{repo}", hub=access)  # no tag: llama.cpp's and Ollama's default, Q4_K_M
+    assert (d.gguf_type, d.gguf_bytes) == ("Q4_K_M", q4_bytes)
+    assert all(r[2] is not None for r in state.log if r[1].endswith(".gguf"))  # headers only
+    with pytest.raises(ArchitectureError, match=r"no GGUF file for :Q2_K; it has Q4_K_M, Q8_0"):
+        serve.resolve_shape(f"{repo}:Q2_K", hub=access)
+
+
+def test_a_split_gguf_counts_every_shard_and_a_long_vocabulary_takes_more_reads(fake) -> None:
+    from sparkops.planner import hub as hubmod
+    from sparkops.planner import serve
+
+    state, access, _ = fake
+    one, b1 = _tiny_gguf(15, 12, tokens=60_000)  # ~3.6 MB of tokenizer: over the first 2 MiB read
+    two, b2 = _tiny_gguf(15, 12, vocab=10)
+    repo = "acme/Big-GGUF"
+    state.files |= {(repo, "Q4_K_M/Big-Q4_K_M-00001-of-00002.gguf"): one,
+                    (repo, "Q4_K_M/Big-Q4_K_M-00002-of-00002.gguf"): two}
+    s = serve.resolve_shape(f"{repo}:Q4_K_M", hub=access)
+    assert s.gguf_bytes == b1 + b2 and len(one) > hubmod.GGUF_FIRST
+    first_shard = [r[2] for r in state.log if r[1].endswith("00001-of-00002.gguf")]
+    assert first_shard[0] == f"bytes=0-{hubmod.GGUF_FIRST - 1}" and len(first_shard) == 2
+
+
+def test_a_gguf_repo_offline_falls_back_to_the_catalog_estimate(fake) -> None:
+    from sparkops.planner import serve
+
+    state, access, _ = fake
+    off = replace(access, offline=True, offline_why="--offline given")
+    s = serve.resolve_shape("unsloth/Qwen3-8B-GGUF:Q4_K_M", hub=off)  # llama.cpp -hf, without the Hub
+    assert s.gguf_bytes is None and "hub" not in s.source and state.log == []
+
+
+@pytest.mark.parametrize(("files", "tag", "picked"), [
+    (["a-Q4_K_M.gguf", "a-Q4_K_S.gguf"], "q4_k_m", ["a-Q4_K_M.gguf"]),
+    (["a-UD-Q4_K_XL.gguf", "a-Q4_K_M.gguf"], "UD-Q4_K_XL", ["a-UD-Q4_K_XL.gguf"]),
+    (["model.gguf"], None, ["model.gguf"]),  # no Q4 at all, no tag: the first GGUF
+    (["a-Q4_0.gguf", "a-Q4_K_M.gguf", "a-Q8_0.gguf"], "q4", ["a-Q4_K_M.gguf"]),  # llama.cpp: Q4_K_M first
+    (["a-Q4_0.gguf", "a-Q8_0.gguf"], None, ["a-Q4_0.gguf"]),  # no tag, no Q4_K_M: another Q4
+    (["a-Q5_K_S.gguf", "a-Q8_0.gguf"], None, ["a-Q5_K_S.gguf"]),  # no tag, no Q4: the first GGUF
+    (["x/a-Q8_0-00002-of-00002.gguf", "x/a-Q8_0-00001-of-00002.gguf", "a-Q4_K_M.gguf"], "Q8_0",
+     ["x/a-Q8_0-00001-of-00002.gguf", "x/a-Q8_0-00002-of-00002.gguf"]),
+    (["a-IQ4_XS.gguf", "a-Q4_K_M.gguf", "mmproj-a-F16.gguf"], "F16", None),  # a projector is never the model
+])
+def test_pick_gguf(files: list[str], tag: str | None, picked: list[str] | None) -> None:
+    if picked is None:
+        with pytest.raises(ArchitectureError, match="no GGUF file for :F16"):
+            hub.pick_gguf(files, tag, "r/r")
+    else:
+        assert hub.pick_gguf(files, tag, "r/r") == picked
 
 
 # --------------------------------------------------------------------------- property: remote header == local header

@@ -809,8 +809,8 @@ def resolve(name: str, *, env: Mapping[str, str] | None = None, hub: HubAccess |
 
         try:
             return from_hub(name, hub)
-        except HubOffline:
-            not_read = f"; the Hugging Face Hub was not read ({hub.offline_why})"
+        except HubOffline as exc:
+            not_read = f"; the Hugging Face Hub was not read ({exc.why})"
     hint = _suggest(name)
     more = f"{not_read}; close matches: {', '.join(hint)}" if hint else not_read
     raise ArchitectureError(f"unknown model '{name}' (not in the catalog, not a local path or cached HF id){more}. "

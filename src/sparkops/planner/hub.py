@@ -30,9 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkops.planner.architecture import ArchitectureError, WeightSums, parse_safetensors_header, weight_sums
+
+if TYPE_CHECKING:
+    from sparkops.planner.gguf import GGUFHeader
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 FIRST_RANGE = 100_000  # bytes asked for first: most safetensors headers fit (huggingface_hub's choice)
@@ -78,6 +81,15 @@ def _token(env: Mapping[str, str]) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return text or None
+
+
+def shown(endpoint: str) -> str:
+    """An endpoint as messages may show it: without a user or password written into the URL."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.username is None and parts.password is None:
+        return endpoint
+    host = parts.hostname or ""
+    return urllib.parse.urlunsplit((parts.scheme, host + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
 
 
 def access_from_env(env: Mapping[str, str], *, offline: bool = False) -> HubAccess:
@@ -140,7 +152,7 @@ class _Client:
         A server that ignores Range answers 200 with the whole file: only what was asked for is read."""
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise HubError(f"the Hub did not answer within {self.access.deadline_s:g} s (HF_ENDPOINT {self.access.endpoint})")
+            raise HubError(f"the Hub did not answer within {self.access.deadline_s:g} s (HF_ENDPOINT {shown(self.access.endpoint)})")
         req = urllib.request.Request(url, headers={"User-Agent": "dgx-spark-ops"})
         if first is not None:
             req.add_header("Range", f"bytes={first}-{last}")
@@ -157,8 +169,10 @@ class _Client:
             raise _http_error(exc, url) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise HubError(f"the Hub is unreachable ({self.access.endpoint}: {reason}); "
-                           "pass --config with a config.json or model folder, or run where the Hub is reachable") from None
+            where = shown(self.access.endpoint)
+            raise HubOffline(f"the Hub is unreachable ({where}: {reason}); "
+                             "pass --config with a config.json or model folder, or run where the Hub is reachable",
+                             f"{where} unreachable: {reason}") from None
 
 
 def _read(resp: Any, n: int) -> bytes:
@@ -187,7 +201,12 @@ class _NotFound(HubError):
 
 
 class HubOffline(HubError):
-    """The Hub was not to be read and its cache does not hold the model."""
+    """The Hub was not read (offline, or unreachable) and this tool's cache does not hold the model: callers fall
+    back to what they know without it. ``why`` says which, for the user."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 # ------------------------------------------------------------------ safetensors headers
@@ -243,24 +262,15 @@ def _from_cache(path: Path | None) -> HubModel | None:
 def _to_cache(path: Path | None, m: HubModel) -> None:
     if path is None:
         return
-    doc = {"hf_id": m.hf_id, "revision": m.revision, "commit": m.commit, "fetched_at": m.fetched_at,
-           "config": m.config, "notes": list(m.notes),
-           "weights": None if m.weights is None else {"files": m.weights.files, "stored_bytes": m.weights.stored_bytes,
-                                                      "numel": m.weights.numel, "by_dtype": m.weights.by_dtype}}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a cache that cannot be written costs the next run a fetch, nothing else
+    _write_json(path, {"hf_id": m.hf_id, "revision": m.revision, "commit": m.commit, "fetched_at": m.fetched_at,
+                       "config": m.config, "notes": list(m.notes),
+                       "weights": None if m.weights is None else {
+                           "files": m.weights.files, "stored_bytes": m.weights.stored_bytes,
+                           "numel": m.weights.numel, "by_dtype": m.weights.by_dtype}})
 
 
 def _age_s(m: HubModel) -> float:
-    try:
-        return (datetime.now(timezone.utc) - datetime.fromisoformat(m.fetched_at)).total_seconds()  # noqa: UP017
-    except ValueError:
-        return float("inf")
+    return _age_s_text(m.fetched_at)
 
 
 def fetch_model(hf_id: str, access: HubAccess, *, revision: str = "main") -> HubModel:
@@ -278,7 +288,8 @@ def fetch_model(hf_id: str, access: HubAccess, *, revision: str = "main") -> Hub
         if cached is not None:
             return cached
         raise HubOffline(f"'{hf_id}' is not in the catalog, the local Hugging Face cache or this tool's Hub cache, "
-                       f"and the Hub is not read ({access.offline_why}); pass --config with its config.json")
+                         f"and the Hub is not read ({access.offline_why}); pass --config with its config.json",
+                         access.offline_why)
     if cached is not None and (_SHA.fullmatch(revision) or _age_s(cached) < CACHE_TTL_S):
         return cached
     client = _Client(access, time.monotonic() + access.deadline_s)
@@ -322,3 +333,167 @@ def _weights(client: _Client, hf_id: str, revision: str) -> tuple[WeightSums | N
             return None, ["no safetensors files on the Hub: parameters are counted from config.json alone"]
         raise
     return weight_sums(headers), []
+
+
+# ------------------------------------------------------------------ GGUF repositories (llama.cpp -hf, Ollama hf.co/)
+
+GGUF_FIRST = 2 * 1024 * 1024  # a GGUF header is mostly its tokenizer: a few MB; read more while it is truncated
+DEFAULT_GGUF_TAG = "Q4_K_M"  # llama.cpp's -hf without :TAG, and Ollama's hf.co/ default
+_SHARD = re.compile(r"^(?P<prefix>.+)-(?P<n>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def gguf_ref(model: str) -> tuple[str, str | None] | None:
+    """(repo, tag) of a GGUF repository as llama.cpp's ``-hf org/repo[:TAG]`` and Ollama's
+    ``hf.co/org/repo[:TAG]`` name it; None when ``model`` is not such a reference (a repo without
+    "gguf" in its name needs the hf.co/ prefix or a tag)."""
+    text = model.strip()
+    prefixed = False
+    for pre in ("https://huggingface.co/", "huggingface.co/", "hf.co/"):
+        if text.lower().startswith(pre):
+            text, prefixed = text[len(pre):], True
+            break
+    repo, _, tag = text.partition(":")
+    if not is_hub_id(repo) or (tag and not re.fullmatch(r"[\w.\-]{1,60}", tag)):
+        return None
+    if not (prefixed or tag or "gguf" in repo.lower()):
+        return None
+    return repo, tag or None
+
+
+def _api_files(client: _Client, repo: str, revision: str) -> tuple[list[str], str]:
+    """The repository's file names and commit, from the Hub's model API (what llama.cpp and Ollama list)."""
+    url = f"{client.access.endpoint}/api/models/{repo}/revision/{urllib.parse.quote(revision, safe='')}"
+    blob, _ = client.get(url)
+    doc = _json(blob, f"{repo} (the Hub's file list)")
+    sib = doc.get("siblings") if isinstance(doc, dict) else None
+    if not isinstance(sib, list):
+        raise HubError(f"{repo}: the Hub's answer lists no files")
+    names = [str(f.get("rfilename")) for f in sib if isinstance(f, dict) and f.get("rfilename")]
+    sha = str(doc.get("sha") or "").lower()
+    return names, sha if _SHA.fullmatch(sha) else ""
+
+
+def pick_gguf(files: list[str], tag: str | None, repo: str) -> list[str]:
+    """The GGUF file(s) for ``tag`` as llama.cpp's ``common_get_hf_file`` picks them (common/arg.cpp, read
+    2026-12-04): the tag as a whole quantization name in the file name (case-insensitive), else as its prefix
+    (``q4`` -> Q4_K_M first, then another Q4); no tag ("latest"): Q4_K_M, then any Q4, then the first GGUF. Never a
+    vision projector (mmproj); every shard of a split file."""
+    ggufs = sorted(f for f in files if f.lower().endswith(".gguf") and "mmproj" not in f.lower().rsplit("/", 1)[-1])
+    if not ggufs:
+        raise HubError(f"{repo} holds no GGUF file")
+
+    def named(q: str, *, prefix: bool) -> list[str]:
+        tail = r"(?![A-Z0-9])" if prefix else r"(?![A-Z0-9_])"
+        pat = re.compile(rf"(?<![A-Z0-9]){re.escape(q.upper())}{tail}")
+        return [f for f in ggufs if pat.search(f.rsplit("/", 1)[-1].upper())]
+
+    want = (tag or DEFAULT_GGUF_TAG).upper()
+    hits = named(want, prefix=False)
+    if not hits and (tag is None or "_" not in want):  # "q4", or no tag: Q4_K_M first, then another Q4
+        q = "Q4" if tag is None else want
+        hits = named(f"{q}_K_M", prefix=False) or named(q, prefix=True)
+    if not hits and tag is None:
+        hits = ggufs[:1]
+    if not hits:
+        quants = sorted({m.group(0) for f in ggufs if (m := re.search(r"(?:UD-)?(?:I?Q\d\w*|BF16|F16|F32|MXFP4\w*)",
+                                                                         f.rsplit("/", 1)[-1].upper()))})
+        raise HubError(f"{repo} has no GGUF file for :{want}; it has {', '.join(quants) or ', '.join(ggufs[:5])}")
+    first = hits[0]
+    m = _SHARD.match(first.rsplit("/", 1)[-1])
+    if m is None:
+        return [first]
+    folder = first.rsplit("/", 1)[0] + "/" if "/" in first else ""
+    shards = sorted(f for f in ggufs if f.startswith(folder) and (s := _SHARD.match(f.rsplit("/", 1)[-1]))
+                    and s["prefix"] == m["prefix"] and s["total"] == m["total"])
+    if len(shards) != int(m["total"]):
+        raise HubError(f"{repo}: {first} is one of {int(m['total'])} shards but {len(shards)} are listed")
+    return shards
+
+
+def _remote_gguf(client: _Client, url: str, where: str) -> GGUFHeader:
+    from sparkops.planner.gguf import MAX_HEADER_BYTES, GGUFError, parse_header
+
+    data, size = b"", GGUF_FIRST
+    while True:
+        more, _ = client.get(url, first=len(data), last=size - 1)
+        data += more
+        try:
+            return parse_header(data)
+        except GGUFError as exc:
+            if "truncated" not in str(exc) or len(data) < size or size >= MAX_HEADER_BYTES:
+                raise HubError(f"{where}: {exc}") from None
+            size = min(size * 4, MAX_HEADER_BYTES)
+
+
+def fetch_gguf(repo: str, tag: str | None, access: HubAccess, *, revision: str = "main") -> tuple[GGUFHeader, str]:
+    """The header of a Hub GGUF model (every shard's tensors in one header) and its source
+    ``hub:REPO/FILE@commit``; from this tool's cache when offline, raising HubOffline when it is not there."""
+    from sparkops.planner.gguf import GGUFHeader
+
+    key = (access.endpoint, f"{repo}:{tag or ''}", revision)
+    path = None if access.cache_dir is None else _cache_file(access, repo, f"{revision}.gguf.{(tag or 'default').lower()}")
+    doc = _GGUF_SEEN.get(key)
+    if doc is None:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        except (OSError, ValueError):
+            doc = None
+        if doc is not None and not access.offline and _age_s_text(str(doc.get("fetched_at", ""))) >= CACHE_TTL_S:
+            doc = None
+    if doc is None:
+        if access.offline:
+            raise HubOffline(f"{repo} is not in this tool's Hub cache and the Hub is not read ({access.offline_why})",
+                             access.offline_why)
+        client = _Client(access, time.monotonic() + access.deadline_s)
+        files, sha = _api_files(client, repo, revision)
+        chosen = pick_gguf(files, tag, repo)
+        pinned = sha or revision
+        headers = [_remote_gguf(client, client.url(repo, pinned, f), f"{repo}/{f}") for f in chosen]
+        doc = {"repo": repo, "files": chosen, "commit": sha, "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017
+               "headers": [_gguf_doc(h) for h in headers]}
+        if path is not None:
+            _write_json(path, doc)
+    _GGUF_SEEN[key] = doc
+    try:
+        heads = [_gguf_from_doc(h) for h in doc["headers"]]
+        first = heads[0]
+        merged = GGUFHeader(version=first.version, metadata=first.metadata, tensors=[t for h in heads for t in h.tensors],
+                            array_lengths=first.array_lengths, header_bytes=first.header_bytes)
+        source = f"hub:{doc['repo']}/{doc['files'][0]}@{(doc.get('commit') or revision)[:12]}"
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise HubError(f"{repo}: this tool's cached GGUF header is unreadable ({exc}); delete {path}") from None
+    return merged, source
+
+
+_GGUF_SEEN: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+
+def _gguf_doc(h: GGUFHeader) -> dict[str, Any]:
+    return {"version": h.version, "metadata": h.metadata, "array_lengths": h.array_lengths, "header_bytes": h.header_bytes,
+            "tensors": [[t.name, list(t.shape), t.ggml_type, t.offset] for t in h.tensors]}
+
+
+def _gguf_from_doc(d: dict[str, Any]) -> GGUFHeader:
+    from sparkops.planner.gguf import GGUFHeader, GGUFTensor
+
+    return GGUFHeader(version=int(d["version"]), metadata=dict(d["metadata"]),
+                      tensors=[GGUFTensor(name=str(n), shape=tuple(int(x) for x in s), ggml_type=int(g), offset=int(o))
+                               for n, s, g, o in d["tensors"]],
+                      array_lengths={str(k): int(v) for k, v in d["array_lengths"].items()}, header_bytes=int(d["header_bytes"]))
+
+
+def _age_s_text(stamp: str) -> float:
+    try:
+        return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp)).total_seconds()  # noqa: UP017
+    except ValueError:
+        return float("inf")
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        tmp.replace(path)
+    except (OSError, TypeError, ValueError):
+        pass  # a cache that cannot be written costs the next run a fetch, nothing else

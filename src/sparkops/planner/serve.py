@@ -311,7 +311,22 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
         return shape_from_arch(architecture.from_path(config, env=env))
     if not model:
         raise ServeInputError("no model given: name one (--model qwen3-30b-a3b, or the id in the command line)")
+    if hub is not None:  # llama.cpp's -hf org/repo:TAG, Ollama's hf.co/org/repo:TAG: the GGUF header, by range
+        from sparkops.planner.hub import HubOffline, fetch_gguf, gguf_ref
+
+        ref = gguf_ref(model)
+        if ref is not None:
+            try:
+                header, source = fetch_gguf(ref[0], ref[1], hub)
+                return shape_from_gguf(header, source=source)
+            except HubOffline:
+                pass  # without the Hub: the catalogs below, by name
     names = candidate_names(model)
+    from sparkops.planner.hub import gguf_ref
+
+    ref = gguf_ref(model)
+    if ref is not None and ref[0] != model:  # -hf org/repo:TAG: the repository's name without the tag
+        names += [n for n in candidate_names(ref[0]) if n not in names]
     kb = engines_knowledge()
     for n in names:
         key = n.lower()
