@@ -871,6 +871,32 @@ def test_known_drafter_adds_its_weights_and_kv_layers_as_the_log_groups_them():
     assert serve.drafter_shape(spec.model_copy(update={"speculative_model": "/models/Qwen3.6-35B-A3B-DFlash/"})) == drafter
 
 
+def test_mtp_heads_join_the_targets_attention_bucket_as_the_log_pads_them():
+    # club-3090#104 (Qwen3.6-27B, TP2, fp8_e5m2 KV, MTP): "Add 3 padding layers, may waste at most 6.25% KV cache
+    # memory" -- 16 attention layers + 1 MTP layer = 17 per group, the 48 gated-DeltaNet layers padded to 51
+    line = ("vllm serve Qwen/Qwen3.6-27B -tp 2 --kv-cache-dtype fp8_e5m2 --max-model-len 262144 "
+            "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'")
+    spec = parse_command(line)
+    shape = serve.resolve_shape(spec.model)
+    assert (shape.mtp_layers, serve.mtp_drafting(spec, shape)) == (1, 1)
+    hy = serve.vllm_hybrid_layout(shape, 1.0, 2, None, 1)
+    assert hy.buckets == (17, 48) and hy.group_size == 17 and hy.padding() == [(3, 6.25)]
+    # without MTP: 16 and 48, groups of 16, no padding (the layout the plan had before)
+    assert serve.vllm_hybrid_layout(shape, 1.0, 2).padding() == []
+    # the MTP layer: gated attention (q 5120 -> 2 x 24 x 256, k/v 5120 -> 4 x 256, o 6144 -> 5120, q/k norms), the
+    # dense MLP (3 x 5120 x 17408), two norms, fc 10240 -> 5120 and three norms
+    assert shape.mtp_layer_params == (5120 * 12288 + 2 * 5120 * 1024 + 6144 * 5120 + 512 + 3 * 5120 * 17408
+                                      + 2 * 5120 + 2 * 5120 * 5120 + 3 * 5120)
+    m = serve.Machine(source="log", total_gib=23.58, free_gib=23.58, gpu_name="RTX 3090")
+    res = _vllm(line, "0.20.0", m)
+    plain = _vllm(line.split(" --speculative-config")[0], "0.20.0", m)
+    assert res.weights_gib - plain.weights_gib == pytest.approx(shape.mtp_layer_params * 2 / 2 / GIB, abs=0.01)
+    assert any("MTP drafting (mtp)" in n for n in res.notes)
+    assert "drafter's weights and KV layers too" in next(u for u in res.uncertainties if u.term == "speculative").assumed
+    # a method that is not an MTP one does not load the MTP layers
+    assert serve.mtp_drafting(spec.model_copy(update={"speculative_method": "eagle3"}), shape) == 0
+
+
 @given(st.integers(1, 200), st.integers(0, 64), st.integers(1, 200))
 @settings(max_examples=300)
 def test_hybrid_groups_pad_every_bucket_to_whole_groups(attn, drafter_layers, linear):

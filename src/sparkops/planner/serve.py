@@ -82,6 +82,9 @@ class ServeShape:
     # a multimodal checkpoint's vision tower (from its vision_config): parameters vLLM loads beside the text model
     params_vision: int = 0
     vision: VisionDims | None = None  # its shapes, for the profile run's dummy image batch
+    # the checkpoint's own MTP layers (config mtp_num_hidden_layers), loaded when an MTP method drafts
+    mtp_layers: int = 0
+    mtp_layer_params: int = 0  # one MTP layer with its fc and norms
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,31 @@ class VisionDims:
     def image_tokens(self) -> int | None:
         """Tokens of the largest image (after the spatial merge): max_pixels / (patch x merge)^2."""
         return None if self.image_max_pixels is None else self.image_max_pixels // (self.patch * self.merge) ** 2
+
+
+def mtp_layer_params(cfg: dict[str, Any]) -> int:
+    """One MTP layer as model_executor/models/qwen3_5_mtp.py builds it: a full decoder layer of the target's shapes
+    (gated attention when attn_output_gate: q_proj doubled; q/k RMSNorms; a dense MLP or the MoE with its router,
+    shared expert and shared-expert gate; two RMSNorms), then fc (2h -> h) and three RMSNorms."""
+    h = int(cfg["hidden_size"])
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
+    d = int(cfg.get("head_dim") or h // heads)
+    attn = h * heads * d * (2 if cfg.get("attn_output_gate") else 1) + 2 * h * kv * d + heads * d * h + 2 * d
+    if cfg.get("num_experts"):
+        e, ie = int(cfg["num_experts"]), int(cfg["moe_intermediate_size"])
+        shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+        mlp = e * 3 * h * ie + h * e + (3 * h * shared + h if shared else 0)
+    else:
+        mlp = 3 * h * int(cfg["intermediate_size"])
+    return attn + mlp + 2 * h + 2 * h * h + 3 * h
+
+
+def mtp_drafting(spec: ServeSpec, shape: ServeShape) -> int:
+    """MTP layers the drafter loads: the checkpoint's own, for an MTP method (engines.yaml vllm.speculative)."""
+    if spec.engine != "vllm" or not shape.mtp_layers or not spec.speculative_method:
+        return 0
+    methods = engine_value("vllm", "speculative").get("mtp_methods", [])
+    return shape.mtp_layers if spec.speculative_method.lower() in methods else 0
 
 
 def vision_params(vc: dict[str, Any]) -> int:
@@ -341,7 +369,10 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                 return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
                                      "params_vision": vision_params(e.vision) if e.vision else 0,
                                      "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
-                                     else None})
+                                     else None,
+                                     "mtp_layers": int(e.config.get("mtp_num_hidden_layers") or 0),
+                                     "mtp_layer_params": mtp_layer_params(e.config)
+                                     if e.config.get("mtp_num_hidden_layers") else 0})
     last: Exception | None = None
     for n in names:
         try:
@@ -598,7 +629,7 @@ class HybridLayout:
 
 
 def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1,
-                       drafter: DrafterShape | None = None) -> HybridLayout | None:
+                       drafter: DrafterShape | None = None, extra_attn: int = 0) -> HybridLayout | None:
     """None for models without gated-DeltaNet layers. Read from vLLM (engines.yaml vllm.hybrid_kv):
     MambaStateShapeCalculator.gated_delta_net_state_shape (conv state (conv_dim/tp, kernel-1) in the
     model dtype, ssm state (v_heads/tp, v_dim, k_dim) in mamba_ssm_dtype), HybridAttentionMambaModelConfig
@@ -606,7 +637,8 @@ def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1,
     kv_cache_utils._get_kv_cache_groups_uniform_page_size (group size = the smaller layer count, or the
     larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align').
     A known drafter's attention layers are a bucket of their own (their own spec) when their page per token
-    matches the target's; otherwise they are left out of the layout (see drafter_kv_layers)."""
+    matches the target's; otherwise they are left out of the layout (see drafter_kv_layers). ``extra_attn``: MTP
+    layers, whose attention has the target's spec and joins its bucket."""
     if not shape.gdn or not shape.linear_layers or not shape.attn_layers:
         return None
     c = engine_value("vllm", "hybrid_kv")
@@ -616,7 +648,7 @@ def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1,
     per_tok = int(kv_layer_bytes(shape, kv_bytes, tp))
     a = c["block_alignment"]
     block = a * -(-state // (a * per_tok))
-    attn_buckets = [shape.attn_layers]
+    attn_buckets = [shape.attn_layers + extra_attn]
     if drafter is not None and int(drafter.kv_layer_bytes(kv_bytes, tp)) == per_tok:
         attn_buckets.append(drafter.layers)
     buckets = (*attn_buckets, shape.linear_layers)
@@ -641,16 +673,16 @@ _UNSET: Any = object()
 
 
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
-                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> int:
+                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
     the caller has already computed (None for a plain attention model); computed here when not given."""
-    hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter) if layout is _UNSET else layout
+    hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml)
     block = int(engine_value("vllm", "block_size"))
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
-    page = (kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers + extra) * block
+    page = (kv_layer_bytes(shape, kv_bytes, tp) * (shape.attn_layers + extra_attn) + extra) * block
     return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
 
 
@@ -1084,7 +1116,7 @@ def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertaint
     method = spec.speculative_method or "draft_model"
     k = spec.num_speculative_tokens
     drafter = spec.speculative_model or ("the checkpoint's own MTP layers" if "mtp" in method.lower() else "not named")
-    known = drafter_shape(spec) is not None
+    known = drafter_shape(spec) is not None or ("mtp" in method.lower() and bool(ov.get("mtp_counted")))
     return Uncertainty(
         term="speculative",
         assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
@@ -1112,8 +1144,9 @@ class _Plan:
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float,
           hy: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> _Plan:
     """vLLM's budget; ``hy`` is the hybrid KV layout plan_serve computed once (None: plain attention)."""
+    mtp = mtp_drafting(spec, shape)
     if hy is _UNSET:
-        hy = vllm_hybrid_layout(shape, kvb, spec.tensor_parallel, drafter)
+        hy = vllm_hybrid_layout(shape, kvb, spec.tensor_parallel, drafter, mtp)
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
@@ -1135,13 +1168,17 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter)
+    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter, extra_attn=mtp)
     if hy is not None:
         pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
                      f"and rank: vLLM sets the attention block to {hy.block_tokens} tokens so one page holds a state, "
                      f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers"
                      + (" (padding layers: " + ", ".join(f"{n}, {p:g} %" for n, p in pads) + ")" if pads else ""))
+    if mtp:
+        notes.append(f"MTP drafting ({spec.speculative_method}): the checkpoint's {mtp} MTP layer(s), "
+                     f"{shape.mtp_layer_params * mtp / 1e9:.2f} B parameters counted in bf16, and their attention "
+                     "layer(s) in the KV pool beside the target's")
     if drafter is not None:
         counted = drafter_kv_layers(shape, hy, drafter)
         notes.append(f"{drafter.method} drafter {drafter.id} (its config in the catalog): {drafter.params() / 1e9:.2f} B "
@@ -1161,6 +1198,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
+    ov["mtp_counted"] = float(mtp)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
     if shape.params_vision and vision_tower_loaded(spec):
         if "mm_encoder" in ov:
@@ -1178,7 +1216,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     if spec.speculative_method:
         notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
-                                                  "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak")}
+                                                  "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak",
+                                                  "mtp_counted")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
@@ -1293,6 +1332,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
     drafter = drafter_shape(spec) if spec.speculative_method else None
+    mtp = mtp_drafting(spec, shape)
+    if mtp:
+        wbytes += shape.mtp_layer_params * mtp * 2
+        wdetail += (f"; {mtp} MTP layer(s), {shape.mtp_layer_params * mtp / 1e9:.2f} B parameters in bf16 "
+                    "(the target's config; embeddings and lm_head shared)")
     if drafter is not None:
         wbytes += drafter.params() * 2
         wdetail += (f"; {drafter.method} drafter {drafter.id}: {drafter.params() / 1e9:.2f} B parameters in bf16 "
@@ -1305,7 +1349,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kvb = kv_dtype_bytes(spec)
     tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
     # the hybrid KV layout, computed once per plan and passed on (it was computed three times before)
-    hy = vllm_hybrid_layout(shape, kvb, tp, drafter) if spec.engine == "vllm" else None
+    hy = vllm_hybrid_layout(shape, kvb, tp, drafter, mtp) if spec.engine == "vllm" else None
     if spec.engine == "vllm":
         p = _vllm(shape, spec, machine, weights_gib, kvb, hy, drafter)
     elif spec.engine == "sglang":
@@ -1317,7 +1361,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
 
     d_layers = drafter_kv_layers(shape, hy, drafter)
     d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
-    per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers
+    per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
@@ -1329,7 +1373,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     def _req(length: int) -> float:
         if hy is not None:
             return hy.request_bytes(length)
-        return request_kv_bytes(shape, length, kvb, tp) + d_per * d_layers * length
+        return request_kv_bytes(shape, length, kvb, tp) + (d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp) * length
 
     req = _req(mml) / GIB if mml else None
     pool = p.kv_available
