@@ -1121,7 +1121,7 @@ def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertaint
         term="speculative",
         assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
                  f"{int(ov['cudagraphs_captured'])} CUDA graphs at decode sizes of {spec_query_len(spec)} tokens per "
-                 "request are counted; " + ("the drafter's weights and KV layers too (its config is in the catalog), "
+                 "request are counted; " + ("the drafter's weights and KV layers too (sized from a config in the catalog), "
                                             "its profile activations and graphs are not" if known else
                                             "the drafter's weights, profile activations and graphs are not")),
         kv_change_gib=[-float(ov.get("kv_before_speculative", 0.0)), 0.0],
