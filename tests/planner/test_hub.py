@@ -316,6 +316,42 @@ def test_serving_reads_context_hybrid_and_vision_from_the_hub_config(fake, tmp_p
     assert h.gdn == (2, 4, 4, 4, 4) and h.params_vision == serve.vision_params(qwen35["vision_config"]) > 0
 
 
+def test_a_speculative_drafter_on_the_hub_is_counted_with_its_stored_bytes_and_kv_layers(fake, tmp_path: Path) -> None:
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import spec_from_text
+
+    state, access, _ = fake
+    # an EAGLE-3 head's config.json as such heads are published (one Llama decoder layer, its own draft vocabulary)
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128, "vocab_size": 151936, "draft_vocab_size": 32000, "tie_word_embeddings": False}
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(head))
+    stored = 2 * _write_safetensors(folder / "model.safetensors", {"midlayer.self_attn.q_proj.weight": ("BF16", (4096, 8192)),
+                                                                    "lm_head.weight": ("BF16", (32000, 4096))},
+                                    {"BF16": 1})  # data written at 1 byte each: the header says BF16, 2 bytes
+    state.add_folder("acme/Qwen3-8B-eagle3", folder)
+    line = ("vllm serve Qwen/Qwen3-8B --max-model-len 8192 --speculative-config "
+            """'{"method": "eagle3", "model": "acme/Qwen3-8B-eagle3", "num_speculative_tokens": 3}'""")
+    spec = spec_from_text(line)
+    d = serve.hub_drafter(spec, access)
+    assert d is not None and (d.layers, d.kv_heads, d.head_dim, d.stored_bytes) == (1, 8, 128, stored)
+    shape = serve.resolve_shape(spec.model)
+    m = serve.machine_from_target("dgx-spark", 4.3)
+    with_head = serve.plan_serve(shape, spec, m, drafter=d)
+    without = serve.plan_serve(shape, spec, m)  # the catalog does not know the head: named, not counted
+    assert with_head.weights_gib == pytest.approx(without.weights_gib + stored / 2**30, abs=0.011)
+    assert with_head.kv.bytes_per_token == pytest.approx(without.kv.bytes_per_token + 2 * 8 * 128 * 2)
+    assert any("safetensors headers" in n and "acme/Qwen3-8B-eagle3" in n for n in with_head.notes)
+    spec_u = next(u for u in with_head.uncertainties if u.term == "speculative")
+    assert "weights and KV layers too" in spec_u.assumed
+    assert "weights and KV layers too" not in next(u for u in without.uncertainties if u.term == "speculative").assumed
+    off = replace(access, offline=True, offline_why="--offline given")
+    hub._SEEN.clear()
+    assert serve.hub_drafter(spec, replace(off, cache_dir=tmp_path / "empty")) is None  # offline, not cached: as before
+
+
 # --------------------------------------------------------------------------- GGUF repositories (llama.cpp -hf, Ollama hf.co/)
 
 

@@ -556,6 +556,12 @@ class DrafterShape:
     vocab: int
     own_embed: bool
     own_lm_head: bool
+    stored_bytes: int | None = None  # exact, from its safetensors headers (a drafter read from the Hub)
+    source: str = "its config in the catalog"
+
+    def weight_bytes(self) -> int:
+        """What its weights take: the stored bytes when the headers were read, else its counted parameters in bf16."""
+        return self.stored_bytes if self.stored_bytes is not None else self.params() * 2
 
     def params(self) -> int:
         """Decoder layers (fused qkv, o_proj, q/k norms, gate_up/down MLP, two norms), fc, hidden_norm and
@@ -589,6 +595,41 @@ def drafter_shape(spec: ServeSpec) -> DrafterShape | None:
                             vocab=int(c["vocab_size"]), own_embed=bool(d.get("ships_embed_tokens")),
                             own_lm_head=bool(d.get("ships_lm_head")))
     return None
+
+
+def hub_drafter(spec: ServeSpec, hub: HubAccess) -> DrafterShape | None:
+    """A drafter outside the catalog named by a Hugging Face id (EAGLE/EAGLE-3 heads, draft models): its attention
+    layers from its config.json, its weights as the exact bytes of its safetensors headers, both read from the Hub by
+    range. None when it cannot be read (offline, not on the Hub, no attention shape): the plan then names it as the
+    speculative uncertainty, as before."""
+    from sparkops.planner import architecture
+    from sparkops.planner.hub import is_hub_id
+
+    name = (spec.speculative_model or "").strip().rstrip("/")
+    if spec.engine != "vllm" or not spec.speculative_method or not is_hub_id(name) or drafter_shape(spec) is not None:
+        return None
+    try:
+        cfg, weights, source, _notes = architecture.hub_config(name, hub)
+    except architecture.ArchitectureError:
+        return None
+    text, _ = architecture._unwrap(cfg)
+
+    def num(*keys: str) -> int:
+        for k in keys:
+            v = text.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return 0
+
+    layers, hidden, heads = num("num_hidden_layers"), num("hidden_size"), num("num_attention_heads")
+    if not (layers and hidden and heads):
+        return None
+    return DrafterShape(id=name, method=spec.speculative_method, layers=layers, hidden=hidden,
+                        intermediate=num("intermediate_size"), heads=heads,
+                        kv_heads=num("num_key_value_heads") or heads, head_dim=num("head_dim") or hidden // heads,
+                        fc_in=0, vocab=num("draft_vocab_size", "vocab_size"), own_embed=False, own_lm_head=False,
+                        stored_bytes=weights.stored_bytes if weights is not None and weights.files else None,
+                        source=f"its config.json and safetensors headers, {source}")
 
 
 @dataclass(frozen=True)
@@ -1116,12 +1157,12 @@ def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertaint
     method = spec.speculative_method or "draft_model"
     k = spec.num_speculative_tokens
     drafter = spec.speculative_model or ("the checkpoint's own MTP layers" if "mtp" in method.lower() else "not named")
-    known = drafter_shape(spec) is not None or ("mtp" in method.lower() and bool(ov.get("mtp_counted")))
+    known = bool(ov.get("drafter_counted")) or ("mtp" in method.lower() and bool(ov.get("mtp_counted")))
     return Uncertainty(
         term="speculative",
         assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
                  f"{int(ov['cudagraphs_captured'])} CUDA graphs at decode sizes of {spec_query_len(spec)} tokens per "
-                 "request are counted; " + ("the drafter's weights and KV layers too (sized from a config in the catalog), "
+                 "request are counted; " + ("the drafter's weights and KV layers too (sized from its config), "
                                             "its profile activations and graphs are not" if known else
                                             "the drafter's weights, profile activations and graphs are not")),
         kv_change_gib=[-float(ov.get("kv_before_speculative", 0.0)), 0.0],
@@ -1181,8 +1222,10 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                      "layer(s) in the KV pool beside the target's")
     if drafter is not None:
         counted = drafter_kv_layers(shape, hy, drafter)
-        notes.append(f"{drafter.method} drafter {drafter.id} (its config in the catalog): {drafter.params() / 1e9:.2f} B "
-                     f"parameters in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
+        size = (f"{drafter.stored_bytes / GIB:.2f} GiB of stored weights" if drafter.stored_bytes is not None
+                else f"{drafter.params() / 1e9:.2f} B parameters")
+        notes.append(f"{drafter.method} drafter {drafter.id} ({drafter.source}): {size} "
+                     f"in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
                      + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
     free = m.free_gib
     passes = None if free is None else free >= requested
@@ -1199,6 +1242,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     ov["mtp_counted"] = float(mtp)
+    ov["drafter_counted"] = float(drafter is not None)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
     if shape.params_vision and vision_tower_loaded(spec):
         if "mm_encoder" in ov:
@@ -1217,7 +1261,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
         notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
                                                   "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak",
-                                                  "mtp_counted")}
+                                                  "mtp_counted", "drafter_counted")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
@@ -1318,8 +1362,10 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
 
 
 def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
-               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None) -> ServePlanResult:
-    """Judge one server against one machine, beside other planned jobs on the same pool. Pure."""
+               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None,
+               drafter: DrafterShape | None = _UNSET) -> ServePlanResult:
+    """Judge one server against one machine, beside other planned jobs on the same pool. Pure. ``drafter``: a
+    speculative drafter resolved by the caller (e.g. from the Hub); by default the catalog's, when it names one."""
     beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
@@ -1331,16 +1377,19 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         "vLLM loads it unless every image/video limit is 0)")
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
-    drafter = drafter_shape(spec) if spec.speculative_method else None
+    if drafter is _UNSET:
+        drafter = drafter_shape(spec) if spec.speculative_method else None
     mtp = mtp_drafting(spec, shape)
     if mtp:
         wbytes += shape.mtp_layer_params * mtp * 2
         wdetail += (f"; {mtp} MTP layer(s), {shape.mtp_layer_params * mtp / 1e9:.2f} B parameters in bf16 "
                     "(the target's config; embeddings and lm_head shared)")
     if drafter is not None:
-        wbytes += drafter.params() * 2
+        wbytes += drafter.weight_bytes()
         wdetail += (f"; {drafter.method} drafter {drafter.id}: {drafter.params() / 1e9:.2f} B parameters in bf16 "
-                    "(its config.json; embeddings and lm_head shared with the target)")
+                    "(its config.json; embeddings and lm_head shared with the target)" if drafter.stored_bytes is None else
+                    f"; {drafter.method} drafter {drafter.id}: {drafter.stored_bytes / GIB:.2f} GiB, the exact bytes of "
+                    "its safetensors headers (read from the Hub)")
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
