@@ -497,6 +497,8 @@ def test_plan_and_serve_read_a_hub_model_and_offline_refuses(fake, tmp_path: Pat
     s = _cli(["plan", "--serve", "--model", "acme/tiny-llama", "--budget-gb", "100", "--json"], env)
     assert s.returncode in (0, 1), s.stderr  # fits or tight (vLLM takes 0.9 of the 100 GB given)
     assert json.loads(s.stdout)["model"]["source"] == f"hub:acme/tiny-llama@{COMMIT[:12]}"
+    t = _cli(["plan", "--serve", "--model", "acme/tiny-llama", "--budget-gb", "100"], env)  # the table says it too
+    assert f"read from the Hub: acme/tiny-llama@{COMMIT[:12]}) on vllm" in t.stdout.splitlines()[0]
     env2 = {**env, "XDG_CACHE_HOME": str(tmp_path / "empty")}
     q = _cli(["plan", "--model", "acme/tiny-llama", "--budget-gb", "100", "--offline"], env2)
     assert q.returncode != 0 and "the Hugging Face Hub was not read (--offline given)" in q.stderr + q.stdout
