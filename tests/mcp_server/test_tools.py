@@ -106,6 +106,14 @@ def test_plan_budget_from_a_snapshot_and_from_a_target():
     assert from_target["ladder"]
 
 
+def test_the_plan_tools_pass_offline_to_the_hub_reader(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # only the tool's argument keeps the Hub closed here
+    with pytest.raises(InputError, match=r"the Hugging Face Hub was not read \(--offline given\)"):
+        tools.plan(model="acme/not-in-any-catalog", method="lora", target="dgx-spark", offline=True)
+    with pytest.raises(InputError, match=r"unknown model.*the Hugging Face Hub was not read: --offline given"):
+        tools.plan_serve(model="acme/not-in-any-catalog", target="dgx-spark", offline=True)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"model": "no-such-model-xyz", "target": "dgx-spark"}, "unknown model"),
     ({"model": "llama-3.1-8b", "target": "a-toaster"}, "no planning budget for target"),

@@ -36,6 +36,8 @@ Python = Annotated[str | None, Field(
     description="The interpreter the job trains with, e.g. /home/me/.venv/bin/python "
                 "(default: python3 on PATH, else the tool's own).")]
 Offline = Annotated[bool, Field(description="No network: G8 (stale playbooks) uses its cache or skips.")]
+HubOffline = Annotated[bool, Field(description="No network: a Hugging Face id outside the catalog and local caches is "
+                                               "not read from the Hub (as HF_HUB_OFFLINE=1).")]
 BudgetS = Annotated[float | None, Field(
     gt=0, le=MAX_BUDGET_S,
     description="Deadline in seconds for the whole collection; a probe still running then is reported as "
@@ -208,6 +210,7 @@ def plan(
     facts_path: Annotated[str | None, Field(
         description="Take the budget from a recorded facts snapshot. Without budget_gb, target or "
                     "facts_path, the budget is this machine's memory, collected now.")] = None,
+    offline: HubOffline = False,
 ) -> dict[str, Any]:
     """Will this fine-tune fit in memory? The memory planner, as `spark-ops plan --json` prints it: the
     itemised peak estimate (GB = 10^9 bytes) per phase, the budget and where it came from, the verdict
@@ -224,7 +227,7 @@ def plan(
     live = budget_gb is None and target is None and not facts_path  # the budget is this machine's, now
     with _live if live else contextlib.nullcontext():
         res = api.plan(model=model, config=config, workload=workload, target=target, budget_gb=budget_gb,
-                       facts=_path(facts_path) if facts_path else None, **run)
+                       facts=_path(facts_path) if facts_path else None, offline=offline, **run)
     from sparkops.commands.plan import PlanOutcome
 
     return PlanOutcome(res).data()
@@ -255,6 +258,7 @@ def plan_serve(
         description='Other jobs on the same memory pool: launch lines or fine-tunes ("qlora llama-3.1-8b seq 4096").')] = None,
     target: Annotated[str | None, Field(description="Plan for a machine you are not on: dgx-spark, h200, h100.")] = None,
     facts_path: FactsPath = None,
+    offline: HubOffline = False,
 ) -> dict[str, Any]:
     """Will this model serve here, with how much KV cache, beside what else? As `spark-ops plan --serve --json`
     prints it (GiB): weights by format, KV bytes per token, the engine's own accounting (vLLM's share of total
@@ -269,7 +273,7 @@ def plan_serve(
                              target=target, facts=_path(facts_path) if facts_path else None,
                              max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                              kv_cache_dtype=kv_cache_dtype, concurrency=concurrency, engine_version=engine_version,
-                             python=python)
+                             python=python, offline=offline)
     from sparkops.commands.plan import ServeOutcome
 
     return ServeOutcome(res).data()

@@ -381,15 +381,18 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
         except architecture.ArchitectureError as exc:
             last = last or exc
     if hub is not None:
-        from sparkops.planner.hub import is_hub_id
+        from sparkops.planner.hub import HubOffline, is_hub_id
 
         for n in names:
             if is_hub_id(n):
                 try:
                     return _hub_shape(n, hub)
+                except HubOffline as exc:  # the catalogs' answer stands, saying the Hub was not asked
+                    last = ServeInputError(f"{last or f'unknown model {model!r}'} (the Hugging Face Hub was not read: "
+                                           f"{exc.why})")
                 except (architecture.ArchitectureError, ServeInputError) as exc:
                     last = exc
-                    break
+                break
     raise ServeInputError(str(last) if last else f"unknown model {model!r}")
 
 
