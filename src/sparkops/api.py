@@ -283,8 +283,9 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
             spec, note = with_installed(spec, where, dists)
             said += [note] if note and python is not None else []  # a snapshot's training python: silent
     jobs = [_beside_job(t, machine, kb, hub) for t in beside]
+    drafter = serve.hub_drafter(spec, hub)  # None unless a drafter outside the catalog is named by a Hub id
     res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
-                           running=running)
+                           running=running, **({"drafter": drafter} if drafter is not None else {}))
     return res.model_copy(update={"notes": [*res.notes, *said]}) if said else res
 
 

@@ -267,6 +267,16 @@ def test_moe_config_missing_expert_count_is_named() -> None:
         from_config(cfg)
 
 
+@pytest.mark.parametrize("cid", ["qwen3-30b-a3b", "qwen3-235b-a22b"])
+def test_a_transformers_5_moe_config_names_its_experts_num_local_experts(cid: str) -> None:
+    # transformers 5's Qwen2/3-MoE configs map num_experts to num_local_experts and save that key (the H200 run of
+    # benchmarks/hub_replay.py met one written by save_pretrained, which the planner refused before)
+    cfg = dict(BY_ID[cid].config)
+    cfg["num_local_experts"] = cfg.pop("num_experts")
+    a, b = from_config(cfg), from_config(BY_ID[cid].config)
+    assert (a.experts, a.params_total, a.params_active) == (b.experts, b.params_total, b.params_active)
+
+
 def test_multimodal_wrapper_uses_text_config() -> None:
     text = {k: v for k, v in BY_ID["gemma-3-4b"].config.items() if k != "model_type"}
     wrapped = {"model_type": "gemma3", "text_config": text, "vision_config": {"hidden_size": 1152}}

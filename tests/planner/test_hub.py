@@ -271,6 +271,9 @@ def test_an_unreachable_endpoint_is_an_error_not_a_hang(tmp_path: Path) -> None:
     access = hub.HubAccess(endpoint=f"http://127.0.0.1:{port}", cache_dir=tmp_path, timeout_s=2, deadline_s=4)
     with pytest.raises(ArchitectureError, match="the Hub is unreachable"):
         hub.fetch_model("acme/tiny", access)
+    with pytest.raises(ArchitectureError, match="the Hub is unreachable") as err:  # a mirror URL with a password
+        hub.fetch_model("acme/tiny", replace(access, endpoint=f"http://me:pw@127.0.0.1:{port}"))
+    assert "pw" not in str(err.value) and "me:" not in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["acme/tiny", "Qwen/Qwen3.6-27B", "a/b"])
@@ -311,6 +314,42 @@ def test_serving_reads_context_hybrid_and_vision_from_the_hub_config(fake, tmp_p
     h = serve.resolve_shape("acme/tiny-35", hub=access)
     assert (h.context_train, h.attn_layers, h.linear_layers) == (8192, 2, 2)
     assert h.gdn == (2, 4, 4, 4, 4) and h.params_vision == serve.vision_params(qwen35["vision_config"]) > 0
+
+
+def test_a_speculative_drafter_on_the_hub_is_counted_with_its_stored_bytes_and_kv_layers(fake, tmp_path: Path) -> None:
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import spec_from_text
+
+    state, access, _ = fake
+    # an EAGLE-3 head's config.json as such heads are published (one Llama decoder layer, its own draft vocabulary)
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128, "vocab_size": 151936, "draft_vocab_size": 32000, "tie_word_embeddings": False}
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(head))
+    stored = 2 * _write_safetensors(folder / "model.safetensors", {"midlayer.self_attn.q_proj.weight": ("BF16", (4096, 8192)),
+                                                                    "lm_head.weight": ("BF16", (32000, 4096))},
+                                    {"BF16": 1})  # data written at 1 byte each: the header says BF16, 2 bytes
+    state.add_folder("acme/Qwen3-8B-eagle3", folder)
+    line = ("vllm serve Qwen/Qwen3-8B --max-model-len 8192 --speculative-config "
+            """'{"method": "eagle3", "model": "acme/Qwen3-8B-eagle3", "num_speculative_tokens": 3}'""")
+    spec = spec_from_text(line)
+    d = serve.hub_drafter(spec, access)
+    assert d is not None and (d.layers, d.kv_heads, d.head_dim, d.stored_bytes) == (1, 8, 128, stored)
+    shape = serve.resolve_shape(spec.model)
+    m = serve.machine_from_target("dgx-spark", 4.3)
+    with_head = serve.plan_serve(shape, spec, m, drafter=d)
+    without = serve.plan_serve(shape, spec, m)  # the catalog does not know the head: named, not counted
+    assert with_head.weights_gib == pytest.approx(without.weights_gib + stored / 2**30, abs=0.011)
+    assert with_head.kv.bytes_per_token == pytest.approx(without.kv.bytes_per_token + 2 * 8 * 128 * 2)
+    assert any("safetensors headers" in n and "acme/Qwen3-8B-eagle3" in n for n in with_head.notes)
+    spec_u = next(u for u in with_head.uncertainties if u.term == "speculative")
+    assert "weights and KV layers too" in spec_u.assumed
+    assert "weights and KV layers too" not in next(u for u in without.uncertainties if u.term == "speculative").assumed
+    off = replace(access, offline=True, offline_why="--offline given")
+    hub._SEEN.clear()
+    assert serve.hub_drafter(spec, replace(off, cache_dir=tmp_path / "empty")) is None  # offline, not cached: as before
 
 
 # --------------------------------------------------------------------------- GGUF repositories (llama.cpp -hf, Ollama hf.co/)
@@ -458,6 +497,8 @@ def test_plan_and_serve_read_a_hub_model_and_offline_refuses(fake, tmp_path: Pat
     s = _cli(["plan", "--serve", "--model", "acme/tiny-llama", "--budget-gb", "100", "--json"], env)
     assert s.returncode in (0, 1), s.stderr  # fits or tight (vLLM takes 0.9 of the 100 GB given)
     assert json.loads(s.stdout)["model"]["source"] == f"hub:acme/tiny-llama@{COMMIT[:12]}"
+    t = _cli(["plan", "--serve", "--model", "acme/tiny-llama", "--budget-gb", "100"], env)  # the table says it too
+    assert f"read from the Hub: acme/tiny-llama@{COMMIT[:12]}) on vllm" in t.stdout.splitlines()[0]
     env2 = {**env, "XDG_CACHE_HOME": str(tmp_path / "empty")}
     q = _cli(["plan", "--model", "acme/tiny-llama", "--budget-gb", "100", "--offline"], env2)
     assert q.returncode != 0 and "the Hugging Face Hub was not read (--offline given)" in q.stderr + q.stdout

@@ -842,6 +842,78 @@ def test_speculative_decoding_widens_the_cuda_graph_ladder_as_the_log_prints():
     assert not [u for u in plain.uncertainties if u.term == "speculative"]
 
 
+def test_known_drafter_adds_its_weights_and_kv_layers_as_the_log_groups_them():
+    # vllm#46462 (0.20.2, Qwen3.6-35B-A3B-FP8 + z-lab/Qwen3.6-35B-A3B-DFlash) prints, from
+    # _get_kv_cache_groups_uniform_page_size: "Add 2 padding layers, may waste at most 6.67% KV cache memory" and
+    # "Add 6 padding layers, may waste at most 60.00% KV cache memory"
+    spec = parse_command(DFLASH_LINE)
+    drafter = serve.drafter_shape(spec)
+    assert drafter is not None and (drafter.layers, drafter.kv_heads, drafter.head_dim, drafter.fc_in) == (8, 4, 128, 5 * 2048)
+    # 8 x (qkv 2048 x 40 x 128 + o 4096 x 2048 + q/k norms 256 + MLP 3 x 2048 x 6144 + norms 4096) + fc 10240 x 2048 + 4096
+    assert drafter.params() == 8 * (2048 * 40 * 128 + 4096 * 2048 + 256 + 3 * 2048 * 6144 + 4096) + 10240 * 2048 + 4096
+    shape = serve.resolve_shape(spec.model)
+    hy = serve.vllm_hybrid_layout(shape, 2.0, 1, drafter)
+    assert hy.buckets == (10, 8, 30) and hy.group_size == 8
+    assert sorted(hy.padding()) == [(2, 6.67), (6, 60.0)]
+    assert (hy.attn_groups, hy.state_groups) == (3, 4)
+    alone = serve.vllm_hybrid_layout(shape, 2.0, 1)
+    assert alone.buckets == (10, 30) and alone.group_size == 10 and alone.padding() == []
+    m = serve.Machine(source="log", total_gib=79.2, free_gib=79.2, gpu_name="A800 80GB")
+    res = _vllm(DFLASH_LINE, "0.20.2", m)
+    nodraft = _vllm(DFLASH_LINE.replace("z-lab/Qwen3.6-35B-A3B-DFlash", "someone/unknown-drafter"), "0.20.2", m)
+    assert res.weights_gib - nodraft.weights_gib == pytest.approx(drafter.params() * 2 / GIB, abs=0.01)
+    assert res.kv.bytes_per_token > nodraft.kv.bytes_per_token
+    assert any("drafter z-lab/Qwen3.6-35B-A3B-DFlash" in n and "8 of its 8" in n for n in res.notes)
+    assert "drafter's weights and KV layers too" in next(u for u in res.uncertainties if u.term == "speculative").assumed
+    # a method that does not match the catalogued drafter's is not taken for it
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_method": "eagle3"})) is None
+    # a local copy of the drafter (a path ending in its name) is the same drafter
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_model": "/models/Qwen3.6-35B-A3B-DFlash/"})) == drafter
+
+
+def test_mtp_heads_join_the_targets_attention_bucket_as_the_log_pads_them():
+    # club-3090#104 (Qwen3.6-27B, TP2, fp8_e5m2 KV, MTP): "Add 3 padding layers, may waste at most 6.25% KV cache
+    # memory" -- 16 attention layers + 1 MTP layer = 17 per group, the 48 gated-DeltaNet layers padded to 51
+    line = ("vllm serve Qwen/Qwen3.6-27B -tp 2 --kv-cache-dtype fp8_e5m2 --max-model-len 262144 "
+            "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'")
+    spec = parse_command(line)
+    shape = serve.resolve_shape(spec.model)
+    assert (shape.mtp_layers, serve.mtp_drafting(spec, shape)) == (1, 1)
+    hy = serve.vllm_hybrid_layout(shape, 1.0, 2, None, 1)
+    assert hy.buckets == (17, 48) and hy.group_size == 17 and hy.padding() == [(3, 6.25)]
+    # without MTP: 16 and 48, groups of 16, no padding (the layout the plan had before)
+    assert serve.vllm_hybrid_layout(shape, 1.0, 2).padding() == []
+    # the MTP layer: gated attention (q 5120 -> 2 x 24 x 256, k/v 5120 -> 4 x 256, o 6144 -> 5120, q/k norms), the
+    # dense MLP (3 x 5120 x 17408), two norms, fc 10240 -> 5120 and three norms
+    assert shape.mtp_layer_params == (5120 * 12288 + 2 * 5120 * 1024 + 6144 * 5120 + 512 + 3 * 5120 * 17408
+                                      + 2 * 5120 + 2 * 5120 * 5120 + 3 * 5120)
+    m = serve.Machine(source="log", total_gib=23.58, free_gib=23.58, gpu_name="RTX 3090")
+    res = _vllm(line, "0.20.0", m)
+    plain = _vllm(line.split(" --speculative-config")[0], "0.20.0", m)
+    assert res.weights_gib - plain.weights_gib == pytest.approx(shape.mtp_layer_params * 2 / 2 / GIB, abs=0.01)
+    assert any("MTP drafting (mtp)" in n for n in res.notes)
+    assert "drafter's weights and KV layers too" in next(u for u in res.uncertainties if u.term == "speculative").assumed
+    # a method that is not an MTP one does not load the MTP layers
+    assert serve.mtp_drafting(spec.model_copy(update={"speculative_method": "eagle3"}), shape) == 0
+
+
+@given(st.integers(1, 200), st.integers(0, 64), st.integers(1, 200))
+@settings(max_examples=300)
+def test_hybrid_groups_pad_every_bucket_to_whole_groups(attn, drafter_layers, linear):
+    import dataclasses
+
+    shape = dataclasses.replace(serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-FP8"), attn_layers=attn, linear_layers=linear)
+    d = serve.drafter_shape(parse_command(DFLASH_LINE))
+    d = dataclasses.replace(d, layers=drafter_layers) if drafter_layers else None
+    hy = serve.vllm_hybrid_layout(shape, 2.0, 1, d)
+    counts = [attn, drafter_layers, linear] if drafter_layers else [attn, linear]
+    assert list(hy.buckets) == counts
+    lo, hi = min(counts), max(counts)
+    assert hy.group_size == (hi if hi < 1.5 * lo else lo)
+    assert hy.attn_groups + hy.state_groups == sum(-(-n // hy.group_size) for n in counts)
+    assert all(0 < pad < hy.group_size for pad, _ in hy.padding())
+
+
 @given(st.integers(min_value=1, max_value=1024))
 @settings(max_examples=100)
 def test_cuda_graph_ladder_without_a_drafter_is_unchanged(seqs):
@@ -864,8 +936,8 @@ def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only(
     assert shape.params_vision == 446_571_248
     spec = parse_command(CLUB3090_LINE)
     assert spec.limit_mm_per_prompt == {"image": 2, "audio": 0}
-    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower moves the plan
-    # from 8.18 to 7.35 GiB; the encoder's profile batch is named, not counted
+    # log vllm-club3090-612 (RTX 5090, 0.24.0): "Available KV cache memory: 5.98 GiB" -- the tower's weights move
+    # the plan from 8.18 to 7.35 GiB (session 6), the profile's encoder pass (session 7) the rest of the way
     m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
     res = _vllm(CLUB3090_LINE, "0.24.0", m)
     text = _vllm(CLUB3090_LINE.replace('{"image": 2, "audio": 0}', '{"image": 0, "video": 0}'), "0.24.0", m)
@@ -873,9 +945,69 @@ def test_vision_tower_counted_from_its_vision_config_and_skipped_when_text_only(
     assert "vision tower" in res.model.weights_detail and any("vision encoder" in n or "dummy images" in n for n in res.notes)
     assert "not loaded" in text.model.weights_detail
     assert res.kv.available_gib < text.kv.available_gib
-    assert 5.98 < res.kv.available_gib < 8.18  # nearer the log than without the tower, still above it
+    assert res.kv.available_gib < 8.18  # nearer the log than without the tower
+    assert res.kv.available_gib == pytest.approx(5.98, rel=0.02)  # and, with the encoder pass, at it (was above it)
     only = _vllm(CLUB3090_LINE + " --language-model-only", "0.24.0", m)
     assert only.weights_gib == text.weights_gib
+
+
+def test_a_tower_of_another_design_counts_its_published_parameters():
+    # record vllm-h100doc-mistral-small-32-24b (vLLM 0.11.0, H100): "Mistral-Small-3.2-24B | 44.76 |" GiB of weights;
+    # text 23,572,403,200 + Pixtral tower 438,958,080 parameters in bf16
+    shape = serve.resolve_shape("mistralai/Mistral-Small-3.2-24B-Instruct-2506")
+    assert shape.params_vision == 438_958_080 and shape.vision is None  # no image size: the encoder pass is not sized
+    m = serve.Machine(source="log", total_gib=79.18, free_gib=79.18, gpu_name="H100 80GB")
+    res = _vllm("vllm serve mistralai/Mistral-Small-3.2-24B-Instruct-2506 --gpu-memory-utilization 0.95 "
+                "--max-model-len 16000", "0.11.0", m)
+    assert res.weights_gib == pytest.approx(44.76, rel=0.01)
+    assert any("cannot size for this model" in n for n in res.notes)
+
+
+def test_encoder_profile_batch_is_the_one_vllm_prints_and_sets_the_peak():
+    # vLLM prints, for Qwen3.x VL checkpoints (club-3090#1047, #1107): "Encoder cache will be initialized with a
+    # budget of 16384 tokens, and profiled with 1 image items of the maximum feature size."
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    spec = parse_command(CLUB3090_LINE)
+    enc = serve.vllm_encoder_profile(shape, spec, 8192, 1, 1)
+    assert (enc.budget_tokens, enc.items, enc.item_tokens) == (16384, 1, 16384)
+    assert enc.patches == 65536  # 16384 tokens of 2 x 2 patches
+    # 12 hidden-size copies (1152) and the bf16 pixel input (3 x 2 x 16 x 16) per patch; outputs of 2048
+    assert enc.peak_gib == pytest.approx(65536 * (12 * 1152 + 1536) * 2 / GIB)
+    assert enc.cache_gib == pytest.approx(16384 * 2048 * 2 / GIB)
+    assert enc.lean_peak_gib < enc.peak_gib
+    m = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
+    res = _vllm(CLUB3090_LINE, "0.24.0", m)
+    assert res.overheads["activation_peak"] == pytest.approx(enc.peak_gib, abs=0.002)  # above the 8192-token forward
+    assert any(u.term == "mm-encoder" for u in res.uncertainties)
+    # a larger batch budget profiles more images: 40000 tokens hold two of 16384 (vllm-50722's launch)
+    assert serve.vllm_encoder_profile(shape, spec.model_copy(update={"max_num_batched_tokens": 40000}),
+                                      40000, 256, 4).items == 2
+    # skipped: --skip-mm-profiling, images off, the tower off, the V0 engine
+    for line, ver in ((CLUB3090_LINE + " --skip-mm-profiling", "0.24.0"),
+                      (CLUB3090_LINE.replace('"image": 2', '"image": 0'), "0.24.0"),
+                      (CLUB3090_LINE + " --language-model-only", "0.24.0"), (CLUB3090_LINE, "V0 engine")):
+        s2 = parse_command(line)
+        s2 = s2.model_copy(update={"engine_version": ver})
+        assert serve.vllm_encoder_profile(shape, s2, 8192, 1, 1) is None, line
+    skipped = _vllm(CLUB3090_LINE + " --skip-mm-profiling", "0.24.0", m)
+    assert skipped.kv.available_gib > res.kv.available_gib and "--skip-mm-profiling" not in " ".join(skipped.notes)
+
+
+@given(st.integers(1, 1 << 17), st.integers(1, 2048), st.one_of(st.none(), st.integers(0, 64)),
+       st.integers(1 << 10, 1 << 20), st.sampled_from([1, 2, 4, 8]))
+@settings(max_examples=300)
+def test_encoder_profile_items_stay_within_vllms_budget(tokens, seqs, image_limit, mml, tp):
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B-NVFP4")
+    lim = None if image_limit is None else {"image": image_limit}
+    spec = ServeSpec(engine="vllm", model="Qwen/Qwen3.6-35B-A3B-NVFP4", max_model_len=mml, limit_mm_per_prompt=lim)
+    enc = serve.vllm_encoder_profile(shape, spec, tokens, seqs, tp)
+    if image_limit == 0:
+        assert enc is None
+        return
+    assert enc.items >= 1 and enc.budget_tokens == max(tokens, enc.item_tokens)
+    assert enc.items == 1 or enc.items * enc.item_tokens <= enc.budget_tokens
+    assert enc.items <= max(1, seqs * max(1, mml // enc.item_tokens))
+    assert 0 < enc.lean_peak_gib <= enc.peak_gib and enc.cache_gib > 0
 
 
 @given(st.dictionaries(st.sampled_from(["image", "video", "audio"]), st.integers(0, 32), max_size=3),

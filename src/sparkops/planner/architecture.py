@@ -351,9 +351,12 @@ def _llama_like(mt: str, cfg: Mapping[str, Any]) -> _Shape:
                    parallel_block=mt == "stablelm" and bool(cfg.get("use_parallel_residual")),
                    norms_per_layer=max(norms, 2) if mt != "olmo" else 2, qk_norm_width=qk_width)
 
+    # the family's own key first; transformers 5 saves Qwen2/3-MoE configs with num_local_experts (attribute_map
+    # {"num_experts": "num_local_experts"}), so every spelling is accepted
     experts_key = {"mixtral": "num_local_experts", "gpt_oss": "num_local_experts", "glm4_moe": "n_routed_experts"}.get(mt, "num_experts")
     if mt in {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "glm4_moe"}:
-        E = _need(cfg, experts_key, what="number of routed experts")
+        E = _need(cfg, experts_key, *(k for k in ("num_experts", "num_local_experts", "n_routed_experts") if k != experts_key),
+                  what="number of routed experts")
         k = _need(cfg, "num_experts_per_tok", "experts_per_token", what="experts per token")
         if k > E:
             raise ArchitectureError(f"config routes {k} experts per token but has only {E}")

@@ -83,6 +83,15 @@ def _token(env: Mapping[str, str]) -> str | None:
     return text or None
 
 
+def shown(endpoint: str) -> str:
+    """An endpoint as messages may show it: without a user or password written into the URL."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.username is None and parts.password is None:
+        return endpoint
+    host = parts.hostname or ""
+    return urllib.parse.urlunsplit((parts.scheme, host + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+
+
 def access_from_env(env: Mapping[str, str], *, offline: bool = False) -> HubAccess:
     """The Hub as the user's huggingface_hub would reach it; ``offline`` (the command's --offline) wins."""
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
@@ -143,7 +152,7 @@ class _Client:
         A server that ignores Range answers 200 with the whole file: only what was asked for is read."""
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise HubError(f"the Hub did not answer within {self.access.deadline_s:g} s (HF_ENDPOINT {self.access.endpoint})")
+            raise HubError(f"the Hub did not answer within {self.access.deadline_s:g} s (HF_ENDPOINT {shown(self.access.endpoint)})")
         req = urllib.request.Request(url, headers={"User-Agent": "dgx-spark-ops"})
         if first is not None:
             req.add_header("Range", f"bytes={first}-{last}")
@@ -160,9 +169,10 @@ class _Client:
             raise _http_error(exc, url) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise HubOffline(f"the Hub is unreachable ({self.access.endpoint}: {reason}); "
+            where = shown(self.access.endpoint)
+            raise HubOffline(f"the Hub is unreachable ({where}: {reason}); "
                              "pass --config with a config.json or model folder, or run where the Hub is reachable",
-                             f"{self.access.endpoint} unreachable: {reason}") from None
+                             f"{where} unreachable: {reason}") from None
 
 
 def _read(resp: Any, n: int) -> bytes:

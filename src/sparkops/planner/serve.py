@@ -81,6 +81,61 @@ class ServeShape:
     ssm_state_bytes: int = 2  # config mamba_ssm_dtype (float32 -> 4), else the model dtype's 2
     # a multimodal checkpoint's vision tower (from its vision_config): parameters vLLM loads beside the text model
     params_vision: int = 0
+    vision: VisionDims | None = None  # its shapes, for the profile run's dummy image batch
+    # the checkpoint's own MTP layers (config mtp_num_hidden_layers), loaded when an MTP method drafts
+    mtp_layers: int = 0
+    mtp_layer_params: int = 0  # one MTP layer with its fc and norms
+
+
+@dataclass(frozen=True)
+class VisionDims:
+    """What vLLM's profile run of a Qwen3-VL-style vision tower needs (its vision_config)."""
+
+    hidden: int
+    intermediate: int
+    patch_in: int  # in_channels x temporal_patch x patch^2: one patch's pixel values
+    patch: int
+    merge: int
+    out_hidden: int
+    image_max_pixels: int | None  # the image processor's largest image (size.longest_edge); None: not known
+
+    @classmethod
+    def from_config(cls, vc: dict[str, Any]) -> VisionDims:
+        p, t = int(vc["patch_size"]), int(vc.get("temporal_patch_size", 2))
+        mp = vc.get("image_max_pixels")
+        return cls(hidden=int(vc["hidden_size"]), intermediate=int(vc["intermediate_size"]),
+                   patch_in=int(vc.get("in_channels", 3)) * t * p * p, patch=p, merge=int(vc.get("spatial_merge_size", 2)),
+                   out_hidden=int(vc.get("out_hidden_size", vc["hidden_size"])),
+                   image_max_pixels=int(mp) if isinstance(mp, int) else None)
+
+    def image_tokens(self) -> int | None:
+        """Tokens of the largest image (after the spatial merge): max_pixels / (patch x merge)^2."""
+        return None if self.image_max_pixels is None else self.image_max_pixels // (self.patch * self.merge) ** 2
+
+
+def mtp_layer_params(cfg: dict[str, Any]) -> int:
+    """One MTP layer as model_executor/models/qwen3_5_mtp.py builds it: a full decoder layer of the target's shapes
+    (gated attention when attn_output_gate: q_proj doubled; q/k RMSNorms; a dense MLP or the MoE with its router,
+    shared expert and shared-expert gate; two RMSNorms), then fc (2h -> h) and three RMSNorms."""
+    h = int(cfg["hidden_size"])
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
+    d = int(cfg.get("head_dim") or h // heads)
+    attn = h * heads * d * (2 if cfg.get("attn_output_gate") else 1) + 2 * h * kv * d + heads * d * h + 2 * d
+    if cfg.get("num_experts"):
+        e, ie = int(cfg["num_experts"]), int(cfg["moe_intermediate_size"])
+        shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+        mlp = e * 3 * h * ie + h * e + (3 * h * shared + h if shared else 0)
+    else:
+        mlp = 3 * h * int(cfg["intermediate_size"])
+    return attn + mlp + 2 * h + 2 * h * h + 3 * h
+
+
+def mtp_drafting(spec: ServeSpec, shape: ServeShape) -> int:
+    """MTP layers the drafter loads: the checkpoint's own, for an MTP method (engines.yaml vllm.speculative)."""
+    if spec.engine != "vllm" or not shape.mtp_layers or not spec.speculative_method:
+        return 0
+    methods = engine_value("vllm", "speculative").get("mtp_methods", [])
+    return shape.mtp_layers if spec.speculative_method.lower() in methods else 0
 
 
 def vision_params(vc: dict[str, Any]) -> int:
@@ -88,7 +143,10 @@ def vision_params(vc: dict[str, Any]) -> int:
     a Conv3d patch embedding (in_channels x temporal_patch x patch^2 -> hidden, with bias), learned position
     embeddings, ``depth`` blocks (two LayerNorms, fused qkv and proj with biases, a two-layer MLP with biases) and
     the patch merger (LayerNorm over hidden, hidden x merge^2 -> same -> out_hidden). The tensor list this counts
-    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks."""
+    (27 blocks x 12 + 3 patch/pos + 6 merger = 333 tensors) is the one a public port of the tower checks.
+    A tower of another design carries its published parameter count instead (``params``)."""
+    if "params" in vc:
+        return int(vc["params"])
     h, i, d = int(vc["hidden_size"]), int(vc["intermediate_size"]), int(vc["depth"])
     patch = int(vc.get("in_channels", 3)) * int(vc.get("temporal_patch_size", 2)) * int(vc["patch_size"]) ** 2 * h + h
     pos = int(vc.get("num_position_embeddings", 0)) * h
@@ -309,7 +367,12 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                 s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
                 ctx = e.config.get("max_position_embeddings")
                 return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
-                                     "params_vision": vision_params(e.vision) if e.vision else 0})
+                                     "params_vision": vision_params(e.vision) if e.vision else 0,
+                                     "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
+                                     else None,
+                                     "mtp_layers": int(e.config.get("mtp_num_hidden_layers") or 0),
+                                     "mtp_layer_params": mtp_layer_params(e.config)
+                                     if e.config.get("mtp_num_hidden_layers") else 0})
     last: Exception | None = None
     for n in names:
         try:
@@ -477,6 +540,99 @@ def request_kv_bytes(shape: ServeShape, length: int, kv_bytes: float, tp: int = 
 
 
 @dataclass(frozen=True)
+class DrafterShape:
+    """A speculative drafter vLLM loads beside the target, from its public config (engines.yaml
+    vllm.speculative.drafters; DFlash as model_executor/models/qwen3_dflash.py builds it)."""
+
+    id: str
+    method: str
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    fc_in: int  # the aux-hidden-state projection's input: target hidden x len(target_layer_ids)
+    vocab: int
+    own_embed: bool
+    own_lm_head: bool
+    stored_bytes: int | None = None  # exact, from its safetensors headers (a drafter read from the Hub)
+    source: str = "its config in the catalog"
+
+    def weight_bytes(self) -> int:
+        """What its weights take: the stored bytes when the headers were read, else its counted parameters in bf16."""
+        return self.stored_bytes if self.stored_bytes is not None else self.params() * 2
+
+    def params(self) -> int:
+        """Decoder layers (fused qkv, o_proj, q/k norms, gate_up/down MLP, two norms), fc, hidden_norm and
+        norm, and the vocabulary rows only when the checkpoint ships its own embed_tokens / lm_head."""
+        h, d = self.hidden, self.head_dim
+        layer = h * (self.heads + 2 * self.kv_heads) * d + self.heads * d * h + 2 * d + 3 * h * self.intermediate + 2 * h
+        vocab = self.vocab * h * (int(self.own_embed) + int(self.own_lm_head))
+        return self.layers * layer + self.fc_in * h + 2 * h + vocab
+
+    def kv_layer_bytes(self, kv_bytes: float, tp: int = 1) -> float:
+        return 2 * max(1, math.ceil(self.kv_heads / max(1, tp))) * self.head_dim * kv_bytes
+
+
+def drafter_shape(spec: ServeSpec) -> DrafterShape | None:
+    """The drafter named by --speculative-config's "model" when its config is in the catalog (by id, or a local
+    path ending in the id's name), and its method matches; None otherwise."""
+    name = (spec.speculative_model or "").strip().rstrip("/").lower()
+    if spec.engine != "vllm" or not name:
+        return None
+    for d in engine_value("vllm", "speculative").get("drafters", []):
+        did = str(d["id"]).lower()
+        if name != did and name.rsplit("/", 1)[-1] != did.rsplit("/", 1)[-1]:
+            continue
+        if spec.speculative_method and spec.speculative_method.lower() != str(d["method"]).lower():
+            continue
+        c = d["config"]
+        return DrafterShape(id=d["id"], method=d["method"], layers=int(c["num_hidden_layers"]), hidden=int(c["hidden_size"]),
+                            intermediate=int(c["intermediate_size"]), heads=int(c["num_attention_heads"]),
+                            kv_heads=int(c["num_key_value_heads"]), head_dim=int(c["head_dim"]),
+                            fc_in=int(c.get("target_hidden_size", c["hidden_size"])) * len(c.get("target_layer_ids") or []),
+                            vocab=int(c["vocab_size"]), own_embed=bool(d.get("ships_embed_tokens")),
+                            own_lm_head=bool(d.get("ships_lm_head")))
+    return None
+
+
+def hub_drafter(spec: ServeSpec, hub: HubAccess) -> DrafterShape | None:
+    """A drafter outside the catalog named by a Hugging Face id (EAGLE/EAGLE-3 heads, draft models): its attention
+    layers from its config.json, its weights as the exact bytes of its safetensors headers, both read from the Hub by
+    range. None when it cannot be read (offline, not on the Hub, no attention shape): the plan then names it as the
+    speculative uncertainty, as before."""
+    from sparkops.planner import architecture
+    from sparkops.planner.hub import is_hub_id
+
+    name = (spec.speculative_model or "").strip().rstrip("/")
+    if spec.engine != "vllm" or not spec.speculative_method or not is_hub_id(name) or drafter_shape(spec) is not None:
+        return None
+    try:
+        cfg, weights, source, _notes = architecture.hub_config(name, hub)
+    except architecture.ArchitectureError:
+        return None
+    text, _ = architecture._unwrap(cfg)
+
+    def num(*keys: str) -> int:
+        for k in keys:
+            v = text.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return 0
+
+    layers, hidden, heads = num("num_hidden_layers"), num("hidden_size"), num("num_attention_heads")
+    if not (layers and hidden and heads):
+        return None
+    return DrafterShape(id=name, method=spec.speculative_method, layers=layers, hidden=hidden,
+                        intermediate=num("intermediate_size"), heads=heads,
+                        kv_heads=num("num_key_value_heads") or heads, head_dim=num("head_dim") or hidden // heads,
+                        fc_in=0, vocab=num("draft_vocab_size", "vocab_size"), own_embed=False, own_lm_head=False,
+                        stored_bytes=weights.stored_bytes if weights is not None and weights.files else None,
+                        source=f"its config.json and safetensors headers, {source}")
+
+
+@dataclass(frozen=True)
 class HybridLayout:
     """vLLM's KV layout for a model with gated-DeltaNet (mamba-type) layers beside attention layers
     (engines.yaml vllm.hybrid_kv): one page size for both, layers in equal-sized groups."""
@@ -485,9 +641,19 @@ class HybridLayout:
     block_tokens: int  # the attention block size vLLM sets so an attention page holds a state
     page_bytes: int  # one page (attention block = padded state)
     group_size: int  # layers per KV cache group (one tensor per group slot)
-    attn_groups: int
+    attn_groups: int  # the target's attention layers' groups and, with a known drafter, its layers' groups
     state_groups: int
     state_pages_per_request: int  # 1, or 2 in 'align' mode (prefix caching on, vLLM's default)
+    buckets: tuple[int, ...] = ()  # layers of each KV spec (target attention, drafter attention, state)
+
+    def padding(self) -> list[tuple[int, float]]:
+        """vLLM's "Add N padding layers, may waste at most P% KV cache memory" per bucket."""
+        out = []
+        for n in self.buckets:
+            pad = self.group_size - n % self.group_size
+            if pad != self.group_size:
+                out.append((pad, round(pad / n * 100, 2)))
+        return out
 
     def pages_per_request(self, length: int) -> int:
         return self.attn_groups * -(-length // self.block_tokens) + self.state_groups * self.state_pages_per_request
@@ -503,13 +669,17 @@ class HybridLayout:
         return int(self.blocks(kv_gib) / self.pages_per_request(max_model_len) * max_model_len)
 
 
-def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1) -> HybridLayout | None:
+def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1,
+                       drafter: DrafterShape | None = None, extra_attn: int = 0) -> HybridLayout | None:
     """None for models without gated-DeltaNet layers. Read from vLLM (engines.yaml vllm.hybrid_kv):
     MambaStateShapeCalculator.gated_delta_net_state_shape (conv state (conv_dim/tp, kernel-1) in the
     model dtype, ssm state (v_heads/tp, v_dim, k_dim) in mamba_ssm_dtype), HybridAttentionMambaModelConfig
     (attention block = 16 x ceil(state / (16 x attention bytes per token)), the state padded to that page),
     kv_cache_utils._get_kv_cache_groups_uniform_page_size (group size = the smaller layer count, or the
-    larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align')."""
+    larger when it is under 1.5x the smaller) and MambaSpec.max_memory_usage_bytes (2 pages in 'align').
+    A known drafter's attention layers are a bucket of their own (their own spec) when their page per token
+    matches the target's; otherwise they are left out of the layout (see drafter_kv_layers). ``extra_attn``: MTP
+    layers, whose attention has the target's spec and joins its bucket."""
     if not shape.gdn or not shape.linear_layers or not shape.attn_layers:
         return None
     c = engine_value("vllm", "hybrid_kv")
@@ -519,21 +689,41 @@ def vllm_hybrid_layout(shape: ServeShape, kv_bytes: float, tp: int = 1) -> Hybri
     per_tok = int(kv_layer_bytes(shape, kv_bytes, tp))
     a = c["block_alignment"]
     block = a * -(-state // (a * per_tok))
-    lo, hi = sorted((shape.attn_layers, shape.linear_layers))
+    attn_buckets = [shape.attn_layers + extra_attn]
+    if drafter is not None and int(drafter.kv_layer_bytes(kv_bytes, tp)) == per_tok:
+        attn_buckets.append(drafter.layers)
+    buckets = (*attn_buckets, shape.linear_layers)
+    lo, hi = min(buckets), max(buckets)
     gs = hi if hi < lo * 1.5 else lo
     return HybridLayout(state_bytes=state, block_tokens=block, page_bytes=block * per_tok, group_size=gs,
-                        attn_groups=-(-shape.attn_layers // gs), state_groups=-(-shape.linear_layers // gs),
-                        state_pages_per_request=c["align_state_pages"])
+                        attn_groups=sum(-(-n // gs) for n in attn_buckets), state_groups=-(-shape.linear_layers // gs),
+                        state_pages_per_request=c["align_state_pages"], buckets=buckets)
 
 
-def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None) -> int:
-    """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank."""
-    hy = vllm_hybrid_layout(shape, kv_bytes, tp)
+def drafter_kv_layers(shape: ServeShape, layout: HybridLayout | None, drafter: DrafterShape | None) -> int:
+    """The drafter's KV layers the plan counts: all of them beside a plain attention model, those in the hybrid
+    layout's buckets beside a hybrid one (0 when their page per token differs from the target's)."""
+    if drafter is None:
+        return 0
+    if layout is None:
+        return drafter.layers
+    return drafter.layers if len(layout.buckets) == 3 else 0
+
+
+_UNSET: Any = object()
+
+
+def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
+                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0) -> int:
+    """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
+    the caller has already computed (None for a plain attention model); computed here when not given."""
+    hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml)
     block = int(engine_value("vllm", "block_size"))
-    page = kv_layer_bytes(shape, kv_bytes, tp) * shape.attn_layers * block
+    extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
+    page = (kv_layer_bytes(shape, kv_bytes, tp) * (shape.attn_layers + extra_attn) + extra) * block
     return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
 
 
@@ -803,6 +993,47 @@ def vision_tower_loaded(spec: ServeSpec) -> bool:
     return not all(lim.get(m) == 0 for m in engine_value("vllm", "multimodal")["vision_modalities"])
 
 
+@dataclass(frozen=True)
+class EncoderProfile:
+    """vLLM's dummy multimodal batch in the profile run (engines.yaml vllm.multimodal.encoder_profile)."""
+
+    items: int  # images of the largest size
+    item_tokens: int  # tokens of one (after the spatial merge)
+    budget_tokens: int  # the encoder budget vLLM prints
+    patches: int  # patches the encoder runs on (items x tokens x merge^2)
+    peak_gib: float  # the encoder forward's peak per rank (pixel input included)
+    lean_peak_gib: float  # the same without the position-embedding stage (a leaner pos_embed)
+    cache_gib: float  # the encoder outputs kept through the text dummy run and the sampler
+
+
+def vllm_encoder_profile(shape: ServeShape, spec: ServeSpec, tokens: int, seqs: int, tp: int) -> EncoderProfile | None:
+    """The profile run's image batch (gpu_model_runner.profile_run): ``items`` images of the processor's largest
+    size go through the vision encoder before the text dummy run, and their outputs stay cached through it. None
+    when the model has no (known) tower, the tower is not loaded, --skip-mm-profiling is set, images are off, or
+    the engine is V0."""
+    v = shape.vision
+    if v is None or spec.skip_mm_profiling or not vision_tower_loaded(spec) or _version(spec) == (0, 0, 0):
+        return None
+    item = v.image_tokens()
+    lim = (spec.limit_mm_per_prompt or {}).get("image")
+    if not item or lim == 0:  # no known image size, or the tower runs for video only (not modelled)
+        return None
+    mml = spec.max_model_len or shape.context_train or item
+    budget = max(tokens, item)  # min(compute budget, cache size): both max(max_num_batched_tokens, one item)
+    per_prompt = max(1, min(lim if lim is not None else mml // item, mml // item))
+    items = max(1, min(budget // item, seqs * per_prompt))
+    patches = items * item * v.merge**2
+    c = engine_value("vllm", "multimodal")["encoder_profile"]
+    h, i = v.hidden, v.intermediate
+    pos = c["pos_embed_hidden_copies"] * h
+    lean = max(c["attention_hidden_copies"] * h, c["mlp_hidden_copies"] * h + c["mlp_intermediate_copies"] * i / max(1, tp))
+    b = c["bytes_per_element"]
+    return EncoderProfile(items=items, item_tokens=item, budget_tokens=budget, patches=patches,
+                          peak_gib=patches * (max(pos, lean) + v.patch_in) * b / GIB,
+                          lean_peak_gib=patches * (lean + v.patch_in) * b / GIB,
+                          cache_gib=items * item * v.out_hidden * b / GIB)
+
+
 def spec_query_len(spec: ServeSpec) -> int:
     """Tokens of one request in a decode step: 1, or 1 + num_speculative_tokens with a drafter."""
     return 1 + (spec.num_speculative_tokens or 0) if spec.speculative_method else 1
@@ -841,13 +1072,21 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     act = tokens * activation_bytes_per_token(s, tp, v0=v == (0, 0, 0)) / GIB
     choice = vllm_sampler(spec, gpu_name)
     sampler = sampler_gib(s, seqs, tokens, choice.kind)
+    enc = vllm_encoder_profile(s, spec, int(tokens), int(seqs), tp)
+    cache = enc.cache_gib if enc else 0.0
     non_torch = engine_value("vllm", "non_torch_gib")["tp1" if tp * spec.pipeline_parallel == 1 else "tp_multi"]
     graphs, n_graphs = 0.0, 0
     if not spec.enforce_eager:
         graphs, n_graphs = cudagraph_gib(s, spec, seqs)
-    return {"activation_peak": round(max(act, sampler), 3), "non_torch": non_torch, "cudagraph": round(graphs, 3),
-            "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
-            "sampler_gib": round(sampler, 3), "forward_gib": round(act, 3)}
+    out = {"activation_peak": round(max(act + cache, sampler + cache, enc.peak_gib if enc else 0.0), 3),
+           "non_torch": non_torch, "cudagraph": round(graphs, 3),
+           "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
+           "sampler_gib": round(sampler, 3), "forward_gib": round(act, 3)}
+    if enc:
+        out.update({"mm_encoder": round(enc.peak_gib, 3), "mm_encoder_cache": round(cache, 3),
+                    "mm_items": float(enc.items), "mm_item_tokens": float(enc.item_tokens),
+                    "mm_lean_peak": round(max(act + cache, sampler + cache, enc.lean_peak_gib), 3)})
+    return out
 
 
 def _graphs_in_budget(spec: ServeSpec) -> bool:
@@ -864,7 +1103,8 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
     choice = vllm_sampler(spec, gpu_name)
     if choice.other:
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
-        peak_alt = max(ov["forward_gib"], alt)
+        cache = ov.get("mm_encoder_cache", 0.0)
+        peak_alt = max(ov["forward_gib"] + cache, alt + cache, ov.get("mm_encoder", 0.0))
         delta = round(ov["activation_peak"] - peak_alt, 2)  # KV grows by what the other sampler saves
         other = {"sort": "the sorting sampler", "triton": "the Triton top-k/top-p kernel"}.get(choice.other, "FlashInfer's sampler")
         out.append(Uncertainty(
@@ -887,6 +1127,17 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             why="on unified memory vLLM reads the non-torch increase from CUDA's free memory, which also falls with the "
                 "page cache and the CPU heap of torch.compile/Triton during the profile run: start from a warm cache, "
                 "drop the page cache first, or pin the pool with --kv-cache-memory"))
+    if "mm_encoder" in ov:
+        gain = round(max(0.0, ov["activation_peak"] - ov["mm_lean_peak"]), 2)
+        out.append(Uncertainty(
+            term="mm-encoder",
+            assumed=(f"{int(ov['mm_items'])} dummy image(s) of {int(ov['mm_item_tokens'])} tokens through the vision "
+                     f"encoder: {ov['mm_encoder']:.2f} GiB at its peak, {ov['mm_encoder_cache']:.2f} GiB of outputs kept "
+                     "through the text dummy run"),
+            kv_change_gib=[0.0, gain],
+            why="counted from vLLM's Qwen3-VL tower code: its position-embedding interpolation holds 12 hidden-size "
+                "copies per patch; a leaner version of that step leaves the MLP's peak and this much more KV "
+                "(--skip-mm-profiling skips the batch, --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' the tower)"))
     if spec.speculative_method:
         out.append(speculative_uncertainty(spec, ov))
     conn = spec.kv_connector or ""
@@ -906,11 +1157,14 @@ def speculative_uncertainty(spec: ServeSpec, ov: dict[str, float]) -> Uncertaint
     method = spec.speculative_method or "draft_model"
     k = spec.num_speculative_tokens
     drafter = spec.speculative_model or ("the checkpoint's own MTP layers" if "mtp" in method.lower() else "not named")
+    known = bool(ov.get("drafter_counted")) or ("mtp" in method.lower() and bool(ov.get("mtp_counted")))
     return Uncertainty(
         term="speculative",
         assumed=(f"{method} drafter ({drafter}), {k if k is not None else '?'} tokens per step: the target's "
                  f"{int(ov['cudagraphs_captured'])} CUDA graphs at decode sizes of {spec_query_len(spec)} tokens per "
-                 "request are counted; the drafter's weights, profile activations and graphs are not"),
+                 "request are counted; " + ("the drafter's weights and KV layers too (sized from its config), "
+                                            "its profile activations and graphs are not" if known else
+                                            "the drafter's weights, profile activations and graphs are not")),
         kv_change_gib=[-float(ov.get("kv_before_speculative", 0.0)), 0.0],
         why=s["why"])
 
@@ -928,7 +1182,12 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
-def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
+def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float,
+          hy: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> _Plan:
+    """vLLM's budget; ``hy`` is the hybrid KV layout plan_serve computed once (None: plain attention)."""
+    mtp = mtp_drafting(spec, shape)
+    if hy is _UNSET:
+        hy = vllm_hybrid_layout(shape, kvb, spec.tensor_parallel, drafter, mtp)
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
@@ -950,12 +1209,24 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len)
-    hy = vllm_hybrid_layout(shape, kvb, tp)
+    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter, extra_attn=mtp)
     if hy is not None:
+        pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
                      f"and rank: vLLM sets the attention block to {hy.block_tokens} tokens so one page holds a state, "
-                     f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers")
+                     f"{hy.attn_groups + hy.state_groups} groups of {hy.group_size} layers"
+                     + (" (padding layers: " + ", ".join(f"{n}, {p:g} %" for n, p in pads) + ")" if pads else ""))
+    if mtp:
+        notes.append(f"MTP drafting ({spec.speculative_method}): the checkpoint's {mtp} MTP layer(s), "
+                     f"{shape.mtp_layer_params * mtp / 1e9:.2f} B parameters counted in bf16, and their attention "
+                     "layer(s) in the KV pool beside the target's")
+    if drafter is not None:
+        counted = drafter_kv_layers(shape, hy, drafter)
+        size = (f"{drafter.stored_bytes / GIB:.2f} GiB of stored weights" if drafter.stored_bytes is not None
+                else f"{drafter.params() / 1e9:.2f} B parameters")
+        notes.append(f"{drafter.method} drafter {drafter.id} ({drafter.source}): {size} "
+                     f"in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
+                     + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
     free = m.free_gib
     passes = None if free is None else free >= requested
     after = None
@@ -970,16 +1241,27 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
+    ov["mtp_counted"] = float(mtp)
+    ov["drafter_counted"] = float(drafter is not None)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
     if shape.params_vision and vision_tower_loaded(spec):
-        notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes its "
-                     "dummy images (the largest the processor allows) and keeps an encoder cache, which the plan does "
-                     "not count, so the KV pool may be smaller; --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' "
-                     "(or --language-model-only) skips the tower and that profile")
+        if "mm_encoder" in ov:
+            notes.append(f"multimodal checkpoint: the vision tower's weights are counted, and the profile run's vision "
+                         f"encoder pass on {int(ov['mm_items'])} dummy image(s) of {int(ov['mm_item_tokens'])} tokens "
+                         f"({ov['mm_encoder']:.2f} GiB at its peak) sets the activation peak when it is the larger; "
+                         "--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' (or --language-model-only) skips the "
+                         "tower and that profile")
+        elif not spec.skip_mm_profiling:
+            notes.append("multimodal checkpoint: the vision tower's weights are counted; vLLM's profile run also encodes "
+                         "its dummy images (the largest the processor allows) and keeps an encoder cache, which the plan "
+                         "cannot size for this model (no image size in the catalog), so the KV pool may be smaller; "
+                         "--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' (or --language-model-only) skips the "
+                         "tower and that profile")
     if spec.speculative_method:
         notes.append(f"speculative decoding ({spec.speculative_method}): {engine_value('vllm', 'speculative')['note']}")
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
-                                                  "kv_before_speculative")}
+                                                  "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak",
+                                                  "mtp_counted", "drafter_counted")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
@@ -1080,8 +1362,10 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
 
 
 def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
-               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None) -> ServePlanResult:
-    """Judge one server against one machine, beside other planned jobs on the same pool. Pure."""
+               beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None,
+               drafter: DrafterShape | None = _UNSET) -> ServePlanResult:
+    """Judge one server against one machine, beside other planned jobs on the same pool. Pure. ``drafter``: a
+    speculative drafter resolved by the caller (e.g. from the Hub); by default the catalog's, when it names one."""
     beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
@@ -1093,14 +1377,30 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         "vLLM loads it unless every image/video limit is 0)")
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
+    if drafter is _UNSET:
+        drafter = drafter_shape(spec) if spec.speculative_method else None
+    mtp = mtp_drafting(spec, shape)
+    if mtp:
+        wbytes += shape.mtp_layer_params * mtp * 2
+        wdetail += (f"; {mtp} MTP layer(s), {shape.mtp_layer_params * mtp / 1e9:.2f} B parameters in bf16 "
+                    "(the target's config; embeddings and lm_head shared)")
+    if drafter is not None:
+        wbytes += drafter.weight_bytes()
+        wdetail += (f"; {drafter.method} drafter {drafter.id}: {drafter.params() / 1e9:.2f} B parameters in bf16 "
+                    "(its config.json; embeddings and lm_head shared with the target)" if drafter.stored_bytes is None else
+                    f"; {drafter.method} drafter {drafter.id}: {drafter.stored_bytes / GIB:.2f} GiB, the exact bytes of "
+                    "its safetensors headers (read from the Hub)")
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
             and spec.n_gpu_layers < shape.layers:
         wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
     kvb = kv_dtype_bytes(spec)
+    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
+    # the hybrid KV layout, computed once per plan and passed on (it was computed three times before)
+    hy = vllm_hybrid_layout(shape, kvb, tp, drafter, mtp) if spec.engine == "vllm" else None
     if spec.engine == "vllm":
-        p = _vllm(shape, spec, machine, weights_gib, kvb)
+        p = _vllm(shape, spec, machine, weights_gib, kvb, hy, drafter)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "trtllm":
@@ -1108,8 +1408,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     else:
         p = _gguf(shape, spec, machine, weights_gib, kvb)
 
-    tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
-    per_tok = kv_bytes_per_token(shape, kvb, tp)
+    d_layers = drafter_kv_layers(shape, hy, drafter)
+    d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
+    per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
     if spec.engine in ("llama.cpp", "ollama"):
         cells, _, seqs = _gguf_kv_cells(shape, spec)
@@ -1117,10 +1418,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         # Ollama: each of the parallel sequences gets num_ctx
         mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
     mml = mml or shape.context_train
-    hy = vllm_hybrid_layout(shape, kvb, tp) if spec.engine == "vllm" else None
 
     def _req(length: int) -> float:
-        return hy.request_bytes(length) if hy is not None else request_kv_bytes(shape, length, kvb, tp)
+        if hy is not None:
+            return hy.request_bytes(length)
+        return request_kv_bytes(shape, length, kvb, tp) + (d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp) * length
 
     req = _req(mml) / GIB if mml else None
     pool = p.kv_available

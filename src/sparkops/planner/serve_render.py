@@ -27,7 +27,9 @@ def render_serve(res: ServePlanResult) -> str:
     m = res.machine
     par = f", TP {s.tensor_parallel}" if s.tensor_parallel > 1 else ""
     par += f", PP {s.pipeline_parallel}" if s.pipeline_parallel > 1 else ""
-    lines = [f"{res.model.name} ({res.model.params_b:g}B params, {res.model.format}) on {res.engine}{par}",
+    src = res.model.source
+    read = f"; read from the Hub: {src.split('hub:', 1)[1]}" if "hub:" in src else ""
+    lines = [f"{res.model.name} ({res.model.params_b:g}B params, {res.model.format}{read}) on {res.engine}{par}",
              f"engine accounting modelled: {res.engine_modelled_version}" + _as_version(res),
              f"machine: {m.source}: total {_g(m.total_gib)}, CUDA free {_g(m.free_gib)}"
              + (f", page cache {_g(m.page_cache_gib)}" if m.page_cache_gib is not None else "")
