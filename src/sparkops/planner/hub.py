@@ -13,7 +13,8 @@ another host (the Hub's CDN for large files) goes without it. What was read is c
 ``$XDG_CACHE_HOME/dgx-spark-ops/hub`` with the commit it came from, so a plan can be repeated
 offline and says which revision it sized.
 
-The one impure module of the planner: called only when a front end passes a :class:`HubAccess`.
+The planner's only network access: used only when a front end passes a :class:`HubAccess`; a model in the
+catalog, a local path or the local Hugging Face cache never reaches it.
 """
 
 from __future__ import annotations
@@ -322,6 +323,7 @@ def _weights(client: _Client, hf_id: str, revision: str) -> tuple[WeightSums | N
         files = sorted({str(v) for v in wm.values()})
         if len(files) > MAX_SHARDS:
             raise HubError(f"{hf_id}: the index names {len(files)} files (over {MAX_SHARDS}); not read")
+
     def header(f: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         return remote_header(client, client.url(hf_id, revision, f), f"{hf_id}/{f}")
 
