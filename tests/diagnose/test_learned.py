@@ -45,11 +45,11 @@ HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.
 # case may drop out, a new one may not come in).
 # topup11 (eighth round, a training top-up scored once, blind, with the shipped v10 layer at 4ad99d7) found two: DGX Spark
 # set-up instructions that are not NVIDIA's playbooks (Docker's blog, a third-party MicroK8s guide) answered G8 at 0.91 and
-# 0.85. The v13 CV (benchmarks/results/diagnose-learn-cv-v13.md) did not earn a retrain (confident precision fell), so the
-# shipped layer still answers them; a layer refitted with topup11 does not (in-sample). Listed, not tuned on.
-KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a",
-                                  "topup11/docker-model-runner-257-apt-plugin-repo-not-added",
-                                  "topup11/llmkube-718-microk8s-gpu-addon-amd64-only"}
+# 0.85. The v13 CV (benchmarks/results/diagnose-learn-cv-v13.md) did not earn a retrain (confident precision fell). What
+# G8 is (gotchas.md: "following an OFFICIAL DGX Spark playbook verbatim fails") then gave a general ceiling
+# (learned.ceiling: no confident G8 unless NVIDIA's own instructions are named), neutral under the blind CV (the same
+# answers on all five dealings); in-sample it holds both under 0.8, so they are no longer listed.
+KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():
@@ -229,6 +229,30 @@ def test_the_ceiling_is_under_high_confidence_and_says_why():
     assert ceiling(title, ok)[0] == CEILING and "title" in ceiling(title, ok)[1]
     assert ceiling(full, {**ok, "failure_reported": 0.0})[0] == CEILING
     assert "GB10" in ceiling(full, {**ok, "platform": 0.0})[1]
+
+
+@pytest.mark.parametrize(("line", "official"), [
+    ("Following the DGX Spark playbook for vLLM, the container exits at start.", True),
+    ("https://github.com/NVIDIA/dgx-spark-playbooks/tree/main/nvidia/vllm step 3 fails", True),
+    ("the build.nvidia.com/spark instructions for Open WebUI give a 404", True),
+    ("NVIDIA's official guide for the connect-two-sparks setup fails at the MTU step", True),
+    ("docker-model-plugin fails to install on NVIDIA DGX Spark while following these blog post instructions", False),
+    ("Following a MicroK8s guide for the DGX Spark, the GPU addon pods never start", False),
+])
+def test_g8_is_confident_only_when_nvidia_s_own_instructions_are_named(line, official):
+    """G8 is "following an official DGX Spark playbook verbatim fails" (gotchas.md): a vendor's blog or a third-party
+    guide going stale holds G8 under high confidence (learned.ceiling); other gotchas are not held by this."""
+    from sparkops.diagnose.learned import CEILING, ceiling
+
+    lines = [line, "Error: the step fails"]
+    text = text_features(lines, line_roles(lines))
+    assert text["official_docs"] == float(official)
+    g8 = Candidate("G8", 5.0, ("failure",), True, False, False, False, anchored=True, body_anchored=True)
+    g3 = Candidate("G3", 5.0, ("failure",), True, False, False, False, anchored=True, body_anchored=True)
+    ok = {**text, "failure_reported": 1.0, "platform": 1.0}
+    cap, why = ceiling(g8, ok)
+    assert (cap, why) == (1.0, None) if official else (cap == CEILING and "NVIDIA's own" in why)
+    assert ceiling(g3, ok) == (1.0, None)
 
 
 @settings(max_examples=80, deadline=None)

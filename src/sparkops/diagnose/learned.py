@@ -54,6 +54,11 @@ _HEADING = re.compile(r"^\s*(#{1,4} |\d+\. [A-Z]|[A-Z][\w ,'’-]{3,60}$)")
 # the report is about this platform at all (a GB10 / DGX Spark or its family): a confident answer needs it named
 _PLATFORM = re.compile(r"\b(gb10|dgx[ -]?spark|spark|sm_?12[01]a?|gx10|ascent|grace[ -]?blackwell|aarch64|arm64|"
                        r"sbsa|unified memory|compute capability 12|capability \(?12|12\.1\b|thor)", re.IGNORECASE)
+# NVIDIA's own DGX Spark instructions (G8 is "following an official playbook verbatim fails"): the playbooks repository,
+# build.nvidia.com / docs.nvidia.com, a playbook, or official / NVIDIA's guide, instructions, docs, tutorial, recipe
+_OFFICIAL = re.compile(r"dgx-spark-playbooks|build\.nvidia\.com|docs\.nvidia\.com|nvidia\.com/\S*spark|\bplaybooks?\b|"
+                       r"\bofficial\b[^.\n]{0,40}\b(guide|instructions|docs|documentation|tutorial|recipe)|"
+                       r"\bnvidia'?s?\b[^.\n]{0,30}\b(guide|instructions|docs|documentation|tutorial|recipe)", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -89,6 +94,7 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["first_person"] = min(sum(bool(_FIRST_PERSON.search(ln)) for ln in lines), 5) / 5.0
     out["headings"] = sum(bool(_HEADING.match(ln)) for ln in lines) / n
     out["platform"] = float(any(_PLATFORM.search(ln) for ln in lines))
+    out["official_docs"] = float(any(_OFFICIAL.search(ln) for ln in lines))
     for fam, rx in _NUMBERS.items():
         out["num." + fam] = float(any(rx.search(ln) for ln in lines))
     return out
@@ -134,7 +140,8 @@ def ceiling(c: Candidate, text: Mapping[str, float]) -> tuple[float, str | None]
     on a hard negative). A confident answer (p >= HIGH) needs what an expert would want to see before being sure:
     some line of the report says something went wrong; the gotcha's own failure stands in the body, not only in
     the title (an issue title is the reporter's claim, not yet the evidence); and the report is about this
-    platform (a GB10 / DGX Spark or its family is named). Otherwise the finding stays, held under HIGH."""
+    platform (a GB10 / DGX Spark or its family is named); for G8, NVIDIA's own instructions are named (a vendor's
+    blog or a third-party guide going stale is not G8). Otherwise the finding stays, held under HIGH."""
     if c.text_only:
         return CEILING, "no rule matched it: only the report's words resemble its labelled reports"
     if not text.get("failure_reported", 1.0):
@@ -143,6 +150,8 @@ def ceiling(c: Candidate, text: Mapping[str, float]) -> tuple[float, str | None]
         return CEILING, "its failure stands only in the title (the reporter's claim), not in the report's body"
     if not text.get("platform", 1.0):
         return CEILING, "the report names no GB10 / DGX Spark (or its family)"
+    if c.gotcha == "G8" and not text.get("official_docs", 1.0):
+        return CEILING, "it names none of NVIDIA's own DGX Spark instructions (a playbook, build.nvidia.com, NVIDIA's docs)"
     return 1.0, None
 
 
