@@ -314,6 +314,11 @@ def test_serving_reads_context_hybrid_and_vision_from_the_hub_config(fake, tmp_p
     h = serve.resolve_shape("acme/tiny-35", hub=access)
     assert (h.context_train, h.attn_layers, h.linear_layers) == (8192, 2, 2)
     assert h.gdn == (2, 4, 4, 4, 4) and h.params_vision == serve.vision_params(qwen35["vision_config"]) > 0
+    assert h.vision is not None and h.vision.hidden == 8 and h.mtp_layers == 0
+    mtp = {**qwen35, "text_config": {**qwen35["text_config"], "mtp_num_hidden_layers": 1}}
+    state.files[("acme/tiny-35-mtp", "config.json")] = json.dumps(mtp).encode()
+    t = serve.resolve_shape("acme/tiny-35-mtp", hub=access)
+    assert t.mtp_layers == 1 and t.mtp_layer_params == serve.mtp_layer_params(mtp["text_config"]) > 0
 
 
 def test_a_speculative_drafter_on_the_hub_is_counted_with_its_stored_bytes_and_kv_layers(fake, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ Units: GiB (2^30 bytes), as the engines print them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -415,8 +416,9 @@ def _hub_shape(name: str, hub: HubAccess) -> ServeShape:
 
 
 def _hub_extras(cfg: dict[str, Any], layers: int, name: str) -> dict[str, Any]:
-    """What serving reads from a Hub model's config.json beyond the counted shape: the context vLLM and SGLang
-    default to, the gated-DeltaNet dims of a hybrid, and a Qwen3-VL-style vision tower."""
+    """What serving reads from a Hub model's config.json beyond the counted shape, as for the serving catalog's
+    entries: the context vLLM and SGLang default to, the gated-DeltaNet dims of a hybrid, a Qwen3-VL-style vision
+    tower (its dummy-image size is not in config.json: the profile's encoder pass is then a note), its MTP layers."""
     from sparkops.planner import architecture
 
     text, _notes = architecture._unwrap(cfg)
@@ -427,7 +429,11 @@ def _hub_extras(cfg: dict[str, Any], layers: int, name: str) -> dict[str, Any]:
         out |= {"linear_layers": layers - n_full, "attn_layers": n_full, "gdn": gdn, "ssm_state_bytes": ssm_state_bytes(text)}
     vc = cfg.get("vision_config")
     if isinstance(vc, dict) and all(isinstance(vc.get(k), int) for k in ("hidden_size", "intermediate_size", "depth", "patch_size")):
-        out["params_vision"] = vision_params(vc)
+        out |= {"params_vision": vision_params(vc), "vision": VisionDims.from_config(vc)}
+    mtp = text.get("mtp_num_hidden_layers")
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # an MTP layer this count does not know: not counted
+            out |= {"mtp_layers": mtp, "mtp_layer_params": mtp_layer_params(text)}
     return out
 
 
