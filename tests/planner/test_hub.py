@@ -357,6 +357,35 @@ def test_a_speculative_drafter_on_the_hub_is_counted_with_its_stored_bytes_and_k
     assert serve.hub_drafter(spec, replace(off, cache_dir=tmp_path / "empty")) is None  # offline, not cached: as before
 
 
+def _serving_entries_with_config() -> list:
+    from sparkops.planner.serve_engines import engines_knowledge
+
+    return [e for e in engines_knowledge().models if e.config]
+
+
+@pytest.mark.parametrize("entry", _serving_entries_with_config(), ids=lambda e: e.id)
+def test_a_serving_catalog_config_read_from_the_hub_gives_the_catalog_s_shape(fake, entry) -> None:
+    """Every config the serving catalog keeps (hybrids, Gemma 4, MiniMax, multimodal Qwen3.x), served as the Hub
+    would serve it (the vision tower nested in vision_config): the Hub path counts the same model."""
+    from sparkops.planner import serve
+
+    state, access, _ = fake
+    cfg = {**entry.config, **({"vision_config": dict(entry.vision)} if entry.vision else {})}
+    state.files[(f"acme/{entry.id}-x", "config.json")] = json.dumps(cfg).encode()
+    a = serve.resolve_shape(entry.id)
+    b = serve.resolve_shape(f"acme/{entry.id}-x", hub=access)
+    assert b.source.startswith("hub:")
+    fields = ("layers", "attn_layers", "sliding_layers", "sliding_window", "kv_heads", "head_dim", "hidden", "experts",
+              "top_k", "expert_intermediate", "vocab", "gdn", "linear_layers", "ssm_state_bytes", "mla_dim",
+              "params_expert", "context_train", "mtp_layers", "mtp_layer_params")
+    assert {f: getattr(b, f) for f in fields} == {f: getattr(a, f) for f in fields}
+    # a family the training planner counts (qwen3) is counted by it on the Hub path, norms included: within 0.01 %
+    assert b.params_total == pytest.approx(a.params_total, rel=1e-4)
+    assert b.params_linear == pytest.approx(a.params_linear, rel=1e-4)
+    if entry.vision and "depth" in entry.vision:  # a Qwen3-VL tower is counted from its config; others carry a count
+        assert (b.params_vision, b.vision) == (a.params_vision, a.vision)
+
+
 # --------------------------------------------------------------------------- GGUF repositories (llama.cpp -hf, Ollama hf.co/)
 
 
