@@ -51,13 +51,19 @@ def _full(config) -> bool:
     return bool(config.getoption("--full"))
 
 
+def pytest_unconfigure(config):
+    cache = getattr(config, "_sparkops_cache", None)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def pytest_configure(config):
     # Hermetic: no test reads the Hugging Face Hub (tests/planner/test_hub.py serves its own over HTTP), and the
     # tool's caches (the Hub's, the playbooks') start empty in a directory of this run, never the user's.
     os.environ["HF_HUB_OFFLINE"] = "1"
     import tempfile
 
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sparkops-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = config._sparkops_cache = tempfile.mkdtemp(prefix="sparkops-test-cache-")
     if os.environ.get("SPARKOPS_CI") == "1" and not _full(config):
         raise pytest.UsageError("SPARKOPS_CI=1 needs the full run: add --full (the README's test command has it)")
     from hypothesis import settings
