@@ -92,3 +92,71 @@ def test_version_1_headers_use_32_bit_counts():
         + struct.pack("<I", 3) + b"abc"
     h = parse_header(blob)
     assert h.version == 1 and h.metadata == {"name": "abc"}
+
+
+# ------------------------------------------------------------------ split files (llama.cpp's gguf-split)
+
+
+def _split_model(folder, parts: int, name: str = "Qwen3-235B-A22B-Q4_K_M") -> tuple[list, int]:
+    """A llama GGUF split into ``parts`` files as gguf-split writes them (split.* keys, metadata in the first)."""
+    meta = {"general.architecture": "llama", "general.name": "tiny", "general.file_type": 15, "llama.block_count": 2,
+            "llama.embedding_length": 256, "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2,
+            "llama.context_length": 4096}
+    tensors = [("token_embd.weight", (256, 1000), 12), ("output.weight", (256, 1000), 14)]
+    for i in range(2):
+        tensors += [(f"blk.{i}.attn_q.weight", (256, 256), 12), (f"blk.{i}.ffn_up.weight", (256, 512), 12)]
+    per = -(-len(tensors) // parts)
+    paths = []
+    for k in range(parts):
+        part = tensors[k * per:(k + 1) * per]
+        m = {"split.no": k, "split.count": parts, "split.tensors.count": len(tensors)}
+        p = folder / f"{name}-{k + 1:05d}-of-{parts:05d}.gguf"
+        p.write_bytes(write_header({**meta, **m} if k == 0 else m, part))
+        paths.append(p)
+    total = sum(-(-(a * b) // GGML_TYPES[t][1]) * GGML_TYPES[t][2] for _, (a, b), t in tensors)
+    return paths, total
+
+
+@pytest.mark.parametrize("named", [0, 2])
+def test_a_split_gguf_is_read_with_all_its_parts(tmp_path, named):
+    from sparkops.planner import serve
+
+    paths, total = _split_model(tmp_path, 3)
+    header, n = gguf.read_model_header(paths[named])  # llama.cpp -m takes any part and loads them all
+    assert n == 3 and header.tensor_bytes() == total and header.arch_key("block_count") == 2
+    shape = serve.resolve_shape(None, gguf=str(paths[named]))
+    assert shape.gguf_bytes == total and shape.gguf_type == "Q4_K_M"
+    assert read_header(paths[0]).tensor_bytes() < total  # the first part alone is not the model
+
+
+def test_a_missing_part_of_a_split_gguf_is_named(tmp_path):
+    paths, _ = _split_model(tmp_path, 3)
+    paths[1].unlink()
+    with pytest.raises(GGUFError, match=r"is one of 3 parts, but Qwen3-235B-A22B-Q4_K_M-00002-of-00003.gguf is not beside it"):
+        gguf.read_model_header(paths[0])
+
+
+def test_an_unsplit_file_is_one_part(tmp_path):
+    paths, total = _split_model(tmp_path, 1, name="tiny")
+    header, n = gguf.read_model_header(paths[0])
+    assert n == 1 and header.tensor_bytes() == total
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(tensor, min_size=1, max_size=12), st.integers(1, 6), st.data())
+def test_any_split_reads_back_every_tensor_once(tmp_path_factory, tensors, parts, data):
+    folder = tmp_path_factory.mktemp("split")
+    parts = min(parts, len(tensors))
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(tensors) - 1), min_size=parts - 1, max_size=parts - 1))) \
+        if parts > 1 else []
+    bounds = [0, *cuts, len(tensors)]
+    for k in range(parts):
+        meta = {"split.no": k, "split.count": parts, "split.tensors.count": len(tensors)}
+        if k == 0:
+            meta["general.architecture"] = "llama"
+        name = f"m-{k + 1:05d}-of-{parts:05d}.gguf" if parts > 1 else "m.gguf"
+        (folder / name).write_bytes(write_header(meta, tensors[bounds[k]:bounds[k + 1]]))
+    pick = data.draw(st.integers(1, parts))
+    path = folder / (f"m-{pick:05d}-of-{parts:05d}.gguf" if parts > 1 else "m.gguf")
+    header, n = gguf.read_model_header(path)
+    assert n == parts and [(t.name, t.shape, t.ggml_type) for t in header.tensors] == list(tensors)

@@ -19,6 +19,7 @@ used u32 counts and lengths. Type sizes: ggml's ``ggml_type_traits`` (block size
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +227,42 @@ def read_header(path: Path, *, max_bytes: int = MAX_HEADER_BYTES) -> GGUFHeader:
         if len(data) >= max_bytes and "truncated" in str(exc):
             raise GGUFError(f"{path}: the GGUF header is larger than {max_bytes} bytes; not read") from exc
         raise GGUFError(f"{path}: {exc}") from exc
+
+
+SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<n>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def merge(headers: list[GGUFHeader]) -> GGUFHeader:
+    """One model's header from the headers of its split files (llama.cpp's gguf-split, first file first): the first
+    file's metadata, every file's tensors."""
+    first = headers[0]
+    return GGUFHeader(version=first.version, metadata=first.metadata, tensors=[t for h in headers for t in h.tensors],
+                      array_lengths=first.array_lengths, header_bytes=first.header_bytes)
+
+
+def read_model_header(path: Path, *, max_bytes: int = MAX_HEADER_BYTES) -> tuple[GGUFHeader, int]:
+    """The header of the model ``path`` belongs to, and how many files it spans. A split file
+    (``NAME-00001-of-00003.gguf``, as llama.cpp writes and loads them, any of the parts named) is read with
+    all of its parts: llama.cpp loads them all, so the weights are all of theirs. A missing part is an error."""
+    path = Path(path)
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["total"]) <= 1:
+        return read_header(path, max_bytes=max_bytes), 1
+    total = int(m["total"])
+    if total > 1000:
+        raise GGUFError(f"{path}: a split into {total} files is not plausible")
+    files = [path.with_name(f"{m['prefix']}-{i:05d}-of-{m['total']}.gguf") for i in range(1, total + 1)]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise GGUFError(f"{path.name} is one of {total} parts, but {missing[0]} is not beside it"
+                        + (f" ({len(missing)} missing)" if len(missing) > 1 else "")
+                        + ": llama.cpp needs every part, and so does the plan")
+    merged = merge([read_header(f, max_bytes=max_bytes) for f in files])
+    declared = merged.metadata.get("split.tensors.count")
+    if isinstance(declared, int) and declared != len(merged.tensors):
+        raise GGUFError(f"{files[0].name}: the parts hold {len(merged.tensors)} tensors, the first says "
+                        f"split.tensors.count = {declared}")
+    return merged, total
 
 
 # ------------------------------------------------------------------ writer (tests, fixtures)

@@ -430,7 +430,7 @@ def _remote_gguf(client: _Client, url: str, where: str) -> GGUFHeader:
 def fetch_gguf(repo: str, tag: str | None, access: HubAccess, *, revision: str = "main") -> tuple[GGUFHeader, str]:
     """The header of a Hub GGUF model (every shard's tensors in one header) and its source
     ``hub:REPO/FILE@commit``; from this tool's cache when offline, raising HubOffline when it is not there."""
-    from sparkops.planner.gguf import GGUFHeader
+    from sparkops.planner.gguf import merge
 
     key = (access.endpoint, f"{repo}:{tag or ''}", revision)
     path = None if access.cache_dir is None else _cache_file(access, repo, f"{revision}.gguf.{(tag or 'default').lower()}")
@@ -457,10 +457,7 @@ def fetch_gguf(repo: str, tag: str | None, access: HubAccess, *, revision: str =
             _write_json(path, doc)
     _GGUF_SEEN[key] = doc
     try:
-        heads = [_gguf_from_doc(h) for h in doc["headers"]]
-        first = heads[0]
-        merged = GGUFHeader(version=first.version, metadata=first.metadata, tensors=[t for h in heads for t in h.tensors],
-                            array_lengths=first.array_lengths, header_bytes=first.header_bytes)
+        merged = merge([_gguf_from_doc(h) for h in doc["headers"]])
         source = f"hub:{doc['repo']}/{doc['files'][0]}@{(doc.get('commit') or revision)[:12]}"
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise HubError(f"{repo}: this tool's cached GGUF header is unreadable ({exc}); delete {path}") from None

@@ -333,9 +333,9 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
     if gguf:
         from pathlib import Path
 
-        from sparkops.planner.gguf import read_header
+        from sparkops.planner.gguf import read_model_header
 
-        return shape_from_gguf(read_header(Path(gguf).expanduser()), source=gguf)
+        return shape_from_gguf(read_model_header(Path(gguf).expanduser())[0], source=gguf)
     if config:
         return shape_from_arch(architecture.from_path(config, env=env))
     if not model:
