@@ -357,6 +357,28 @@ def test_a_speculative_drafter_on_the_hub_is_counted_with_its_stored_bytes_and_k
     assert serve.hub_drafter(spec, replace(off, cache_dir=tmp_path / "empty")) is None  # offline, not cached: as before
 
 
+# Mistral-Small-3.2-24B's config.json, the fields the counts read (its vision_config as published; text 5120 wide)
+MISTRAL3_VISION = {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                   "num_attention_heads": 16, "head_dim": 64, "patch_size": 14, "num_channels": 3, "image_size": 1540,
+                   "hidden_act": "silu"}
+
+
+def test_a_pixtral_tower_from_a_hub_config_is_the_catalog_s_published_count(fake) -> None:
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import engines_knowledge
+
+    state, access, _ = fake
+    entry = next(e for e in engines_knowledge().models if e.id == "mistral-small-3.2-24b")
+    cfg = {"model_type": "mistral3", "spatial_merge_size": 2, "multimodal_projector_bias": False,
+           "text_config": dict(entry.config), "vision_config": MISTRAL3_VISION}
+    assert serve.pixtral_params(MISTRAL3_VISION, cfg) == entry.vision["params"] == 438_958_080
+    state.files[("acme/mistral3-x", "config.json")] = json.dumps(cfg).encode()
+    s = serve.resolve_shape("acme/mistral3-x", hub=access)
+    assert s.params_vision == 438_958_080 and s.vision is None  # no Qwen3-VL dims: the profile pass stays a note
+    with_bias = serve.pixtral_params(MISTRAL3_VISION, {**cfg, "multimodal_projector_bias": True})
+    assert with_bias == 438_958_080 + 2 * 5120
+
+
 def _serving_entries_with_config() -> list:
     from sparkops.planner.serve_engines import engines_knowledge
 

@@ -158,6 +158,22 @@ def vision_params(vc: dict[str, Any]) -> int:
     return patch + pos + d * block + merger
 
 
+def pixtral_params(vc: dict[str, Any], cfg: dict[str, Any]) -> int:
+    """A Pixtral tower with its Mistral 3 projector (transformers' modeling_pixtral / modeling_mistral3) from a
+    config.json: the patch convolution (no bias) and ln_pre, ``num_hidden_layers`` blocks (q, k, v, o without biases,
+    a gated SiLU MLP, two RMSNorms), then the projector: a norm, the patch merger (hidden x merge^2 -> hidden) and two
+    Linears to the text width (with biases when ``multimodal_projector_bias``). For Mistral-Small-3.1/3.2's
+    dimensions it gives 438,958,080, the count the serving catalog carries for that checkpoint."""
+    h, i, n = int(vc["hidden_size"]), int(vc["intermediate_size"]), int(vc["num_hidden_layers"])
+    p, c = int(vc["patch_size"]), int(vc.get("num_channels", 3))
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    width, merge = int(text["hidden_size"]), int(cfg.get("spatial_merge_size", 2))
+    tower = c * p * p * h + h + n * (4 * h * h + 3 * h * i + 2 * h)
+    projector = h + h * merge * merge * h + h * width + width * width
+    biases = 2 * width if cfg.get("multimodal_projector_bias", True) else 0
+    return tower + projector + biases
+
+
 def shape_from_arch(arch: ModelArch) -> ServeShape:
     gated = 3 if arch.mlp_gated else 2
     expert = arch.moe_layers * arch.experts * gated * arch.hidden * arch.expert_intermediate
@@ -430,6 +446,9 @@ def _hub_extras(cfg: dict[str, Any], layers: int, name: str) -> dict[str, Any]:
     vc = cfg.get("vision_config")
     if isinstance(vc, dict) and all(isinstance(vc.get(k), int) for k in ("hidden_size", "intermediate_size", "depth", "patch_size")):
         out |= {"params_vision": vision_params(vc), "vision": VisionDims.from_config(vc)}
+    elif isinstance(vc, dict) and vc.get("model_type") == "pixtral":
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # a Pixtral config missing a dimension: not counted
+            out["params_vision"] = pixtral_params(vc, cfg)
     mtp = text.get("mtp_num_hidden_layers")
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
         with contextlib.suppress(KeyError, TypeError, ValueError):  # an MTP layer this count does not know: not counted
