@@ -472,6 +472,18 @@ def test_a_gguf_repo_offline_falls_back_to_the_catalog_estimate(fake) -> None:
     assert s.gguf_bytes is None and "hub" not in s.source and state.log == []
 
 
+def test_a_corrupt_cache_is_not_an_answer(fake) -> None:
+    state, access, _ = fake
+    (access.cache_dir / "acme--tiny").mkdir(parents=True)
+    (access.cache_dir / "acme--tiny" / "main.json").write_text("[1, 2]")
+    (access.cache_dir / "acme--tiny" / "main.gguf.default.json").write_text('"not a dict"')
+    off = replace(access, offline=True, offline_why="--offline given")
+    with pytest.raises(hub.HubOffline):
+        hub.fetch_model("acme/tiny", off)
+    with pytest.raises(hub.HubOffline):
+        hub.fetch_gguf("acme/tiny", None, off)
+
+
 @pytest.mark.parametrize(("files", "tag", "picked"), [
     (["a-Q4_K_M.gguf", "a-Q4_K_S.gguf"], "q4_k_m", ["a-Q4_K_M.gguf"]),
     (["a-UD-Q4_K_XL.gguf", "a-Q4_K_M.gguf"], "UD-Q4_K_XL", ["a-UD-Q4_K_XL.gguf"]),

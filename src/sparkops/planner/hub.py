@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkops.planner.architecture import ArchitectureError, WeightSums, parse_safetensors_header, weight_sums
+from sparkops.planner.gguf import SPLIT_NAME
 
 if TYPE_CHECKING:
     from sparkops.planner.gguf import GGUFHeader
@@ -341,7 +342,6 @@ def _weights(client: _Client, hf_id: str, revision: str) -> tuple[WeightSums | N
 
 GGUF_FIRST = 2 * 1024 * 1024  # a GGUF header is mostly its tokenizer: a few MB; read more while it is truncated
 DEFAULT_GGUF_TAG = "Q4_K_M"  # llama.cpp's -hf without :TAG, and Ollama's hf.co/ default
-_SHARD = re.compile(r"^(?P<prefix>.+)-(?P<n>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
 
 
 def gguf_ref(model: str) -> tuple[str, str | None] | None:
@@ -401,11 +401,11 @@ def pick_gguf(files: list[str], tag: str | None, repo: str) -> list[str]:
                                                                          f.rsplit("/", 1)[-1].upper()))})
         raise HubError(f"{repo} has no GGUF file for :{want}; it has {', '.join(quants) or ', '.join(ggufs[:5])}")
     first = hits[0]
-    m = _SHARD.match(first.rsplit("/", 1)[-1])
+    m = SPLIT_NAME.match(first.rsplit("/", 1)[-1])
     if m is None:
         return [first]
     folder = first.rsplit("/", 1)[0] + "/" if "/" in first else ""
-    shards = sorted(f for f in ggufs if f.startswith(folder) and (s := _SHARD.match(f.rsplit("/", 1)[-1]))
+    shards = sorted(f for f in ggufs if f.startswith(folder) and (s := SPLIT_NAME.match(f.rsplit("/", 1)[-1]))
                     and s["prefix"] == m["prefix"] and s["total"] == m["total"])
     if len(shards) != int(m["total"]):
         raise HubError(f"{repo}: {first} is one of {int(m['total'])} shards but {len(shards)} are listed")
@@ -439,6 +439,8 @@ def fetch_gguf(repo: str, tag: str | None, access: HubAccess, *, revision: str =
         try:
             doc = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
         except (OSError, ValueError):
+            doc = None
+        if not isinstance(doc, dict):
             doc = None
         if doc is not None and not access.offline and _age_s_text(str(doc.get("fetched_at", ""))) >= CACHE_TTL_S:
             doc = None
