@@ -75,3 +75,16 @@ def test_flag_spellings_are_normalised_like_text():
     assert merge(None, precision="NVFP4").precision == "nvfp4"
     assert merge(None, precision="fp4").precision == "nvfp4"
     assert merge(None, method="QLoRA").method == "qlora"
+
+
+@pytest.mark.parametrize(("text", "model"), [
+    ("qlora Qwen/Qwen3-8B seq 4096", "Qwen/Qwen3-8B"),
+    ("lora meta-llama/Llama-3.1-8B-Instruct bs 2", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("--model=Qwen/Qwen3-30B-A3B lora", "Qwen/Qwen3-30B-A3B"),
+    ("full llama-3.1-70b", "llama-3.1-70b"),
+])
+def test_a_model_id_keeps_the_case_it_was_written_in(text, model):
+    """The Hub's repository names are case-sensitive: a workload's model id reaches the Hub reader as written
+    (the catalogs match names without regard to case)."""
+    w = parse_workload(text)
+    assert w.model == model and w.params_b is not None

@@ -75,6 +75,11 @@ def parse_workload(text: str) -> Workload:
     low = text.lower().replace("=", " ")
     tokens = [t.lstrip("-") for t in re.findall(r"[a-z0-9_.\-/]+", low)]
     tokens = [t for t in tokens if t]
+    # the same tokens as written: a Hugging Face id keeps its case (the Hub's repository names are case-sensitive)
+    written = [t.lstrip("-") for t in re.findall(r"[A-Za-z0-9_.\-/]+", text.replace("=", " "))]
+    written = [t for t in written if t]
+    if len(written) != len(tokens) or any(a.lower() != b for a, b in zip(written, tokens, strict=False)):
+        written = tokens
     used: set[int] = set()
 
     def take(i: int, n: int = 1) -> None:
@@ -130,7 +135,7 @@ def parse_workload(text: str) -> Workload:
                 w.components.append(comp)
             take(i)
         elif _size_b(tok) is not None and re.search(r"[a-z]{2}", tok) and w.model is None:
-            w.model = tok  # llama-3.1-70b-instruct, meta-llama/llama-3.1-8b, gpt-oss-120b, mixtral-8x7b
+            w.model = written[i]  # llama-3.1-70b-instruct, meta-llama/Llama-3.1-8B, gpt-oss-120b, mixtral-8x7b
             w.params_b = w.params_b or _size_b(tok)
             take(i)
     filler = {"on", "with", "at", "of", "a", "the", "and", "for", "x", "in", "using", "model", "run", "train",
