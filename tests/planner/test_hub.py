@@ -223,6 +223,20 @@ def test_no_index_means_one_file_and_no_safetensors_means_the_config_alone(fake,
     assert names == ["config.json", "model.safetensors.index.json", "model.safetensors"]
 
 
+def test_config_given_as_a_hub_id_is_read_from_the_hub_too(fake, tmp_path: Path) -> None:
+    from sparkops.facts.workload import Workload
+    from sparkops.planner import serve
+    from sparkops.planner.plan import arch_for
+
+    state, access, _ = fake
+    state.add_folder("acme/tiny-llama", _model_folder(tmp_path / "t"))
+    arch, _ = arch_for(Workload(), config="acme/tiny-llama", env={}, hub=access)
+    assert arch.source == f"hub:acme/tiny-llama@{COMMIT[:12]}" and arch.stored_bytes
+    assert serve.resolve_shape(None, config="acme/tiny-llama", env={}, hub=access).source == arch.source
+    with pytest.raises(ArchitectureError, match="neither a file, a folder nor an HF id in the local cache"):
+        arch_for(Workload(), config="acme/tiny-llama", env={})  # without access: as before
+
+
 def test_a_missing_model_says_so(fake) -> None:
     _, access, _ = fake
     with pytest.raises(ArchitectureError, match="not on the Hub: /acme/nothing/resolve/main/config.json"):

@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog name, alias or HF id (llama-3.1-70b, "
                                                   "Qwen/Qwen3-8B: outside the catalog and local caches, read from the "
                                                   "Hub's config.json and safetensors headers, no download).")] = None,
-        config: Annotated[str | None, typer.Option("--config", help="A config.json, a model folder, or an HF id in the local HF cache.")] = None,
+        config: Annotated[str | None, typer.Option("--config", help="A config.json, a model folder, or an HF id (the local HF cache, else the Hub).")] = None,
         workload: Annotated[str | None, typer.Option("--workload", "-w", help='Free text: "qlora 70b seq 8192 bs 1 gc".')] = None,
         method: Annotated[str | None, typer.Option(help="full | lora | qlora")] = None,
         framework: Annotated[str | None, typer.Option(help="hf | trl | unsloth | torchtune | axolotl | litgpt (their real defaults)")] = None,

@@ -175,7 +175,7 @@ def plan(
                     "catalog and local caches is read from the Hub: config.json and safetensors headers, no download; "
                     "not with HF_HUB_OFFLINE=1).")] = None,
     config: Annotated[str | None, Field(
-        description="A config.json, a model folder, or an HF id in the local HF cache.")] = None,
+        description="A config.json, a model folder, or an HF id (the local HF cache, else the Hub).")] = None,
     workload: Annotated[str | None, Field(
         description='Free text, e.g. "qlora 70b seq 8192 bs 1 gc".')] = None,
     method: Annotated[str | None, Field(description="full | lora | qlora")] = None,

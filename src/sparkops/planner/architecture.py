@@ -1009,8 +1009,9 @@ def from_hub(name: str, hub: HubAccess) -> ModelArch:
     return arch.model_copy(update={"approximate": [*arch.approximate, *notes]}) if notes else arch
 
 
-def from_path(path_or_id: str, *, env: Mapping[str, str] | None = None) -> ModelArch:
-    """A config.json file, a model folder (config.json + safetensors headers), or an HF id in the local cache."""
+def from_path(path_or_id: str, *, env: Mapping[str, str] | None = None, hub: HubAccess | None = None) -> ModelArch:
+    """A config.json file, a model folder (config.json + safetensors headers), an HF id in the local cache, or
+    (with ``hub``) an HF id read from the Hub."""
     env = os.environ if env is None else env
     p = Path(str(path_or_id)).expanduser()
     source = str(p)
@@ -1022,6 +1023,8 @@ def from_path(path_or_id: str, *, env: Mapping[str, str] | None = None) -> Model
             raise ArchitectureError(f"{p} has no config.json")
     else:
         snap = _cache_snapshot(str(path_or_id), env)
+        if snap is None and hub is not None and _is_hub_id(str(path_or_id)):
+            return from_hub(str(path_or_id), hub)
         if snap is None:
             raise ArchitectureError(f"'{path_or_id}' is neither a file, a folder nor an HF id in the local cache ({_hub_dir(env)})")
         cfg_file, folder, source = snap / "config.json", snap, f"hf-cache:{path_or_id}"

@@ -280,7 +280,7 @@ def arch_for(workload: Workload, *, model: str | None = None, config: str | None
     from sparkops.planner import architecture
 
     if config:
-        return architecture.from_path(config, env=env), None
+        return architecture.from_path(config, env=env, hub=hub), None
     name = model or workload.model
     if name:
         try:

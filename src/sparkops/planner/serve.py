@@ -344,15 +344,22 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
     """The model's serving shape: a GGUF file's header, a config path, the serving-only entries,
     then the training catalog (under the name, then without its quantization suffix), a local HF cache entry,
     and with ``hub`` the Hugging Face Hub (config.json and safetensors headers, by range)."""
+    from pathlib import Path
+
     from sparkops.planner import architecture
 
     if gguf:
-        from pathlib import Path
-
         from sparkops.planner.gguf import read_model_header
 
         return shape_from_gguf(read_model_header(Path(gguf).expanduser())[0], source=gguf)
     if config:
+        if hub is not None and not Path(config).expanduser().exists():
+            import os
+
+            from sparkops.planner.hub import is_hub_id
+
+            if is_hub_id(config) and architecture._cache_snapshot(config, os.environ if env is None else env) is None:
+                return _hub_shape(config, hub)  # --config ORG/NAME, not downloaded: read as --model reads it
         return shape_from_arch(architecture.from_path(config, env=env))
     if not model:
         raise ServeInputError("no model given: name one (--model qwen3-30b-a3b, or the id in the command line)")
