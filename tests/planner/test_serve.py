@@ -559,7 +559,7 @@ def test_graphs_count_against_the_kv_budget_only_since_0_21_and_not_when_turned_
 def test_named_uncertainties_bracket_the_pool_and_say_why():
     res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.7", None, spark())
     terms = {u.term: u for u in res.uncertainties}
-    assert set(terms) == {"sampler", "cudagraph", "unified-non-torch"}
+    assert set(terms) == {"sampler", "cudagraph", "compile-cache", "unified-non-torch"}
     lo, hi = res.kv.available_range_gib
     assert lo < res.kv.available_gib <= hi
     assert lo == pytest.approx(max(0.0, res.kv.available_gib + sum(u.kv_change_gib[0] for u in res.uncertainties)), abs=0.011)
@@ -570,6 +570,28 @@ def test_named_uncertainties_bracket_the_pool_and_say_why():
     assert "KV pool range" in text and "uncertain: unified-non-torch" in text
     pinned = _vllm("vllm serve qwen3-30b-a3b --kv-cache-memory 20G", None, spark())
     assert pinned.uncertainties == [] and pinned.kv.available_range_gib is None
+
+
+def test_the_compile_cache_range_reaches_a_warm_restart_of_the_same_launch():
+    # logs vllm-thunderagent-qwen3-8b-5090-u092-32k-boot1/-boot2 (vLLM 0.24.0, one RTX 5090, the same launch twice):
+    # "GPU KV cache size: 89,040 tokens" on the first start, 95,936 once the compile cache was warm
+    line = ("VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_ATTENTION_BACKEND=FLASH_ATTN vllm serve Qwen/Qwen3-8B "
+            "--max-model-len 32768 --gpu-memory-utilization 0.92")
+    rtx5090 = serve.Machine(source="log", total_gib=31.84, free_gib=31.84, gpu_name="RTX 5090")
+    res = _vllm(line, "0.24.0", rtx5090)
+    per_token = res.kv.bytes_per_token  # 147,456 B: 36 layers x 8 KV heads x 128 x 2 x bf16
+    cold, warm = 89_040 * per_token / 2**30, 95_936 * per_token / 2**30
+    terms = {u.term: u for u in res.uncertainties}
+    assert terms["compile-cache"].kv_change_gib[0] == 0.0 < terms["compile-cache"].kv_change_gib[1]
+    assert "torch.compile" in terms["compile-cache"].why
+    lo, hi = res.kv.available_range_gib
+    assert lo <= cold <= hi and lo <= warm <= hi
+    assert warm > hi - terms["compile-cache"].kv_change_gib[1]  # without the term the warm restart is outside
+    # nothing compiles with --enforce-eager (log vllm-ilseokoh-llama31-8b-a100-40g-eager-131k), nor in V0
+    eager = _vllm("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager", "0.15.1",
+                  serve.Machine(source="log", total_gib=39.39, free_gib=39.39, gpu_name="A100 40GB"))
+    v0 = _vllm("vllm serve meta-llama/Llama-3.1-8B-Instruct", "V0", rtx5090)
+    assert "compile-cache" not in [u.term for u in eager.uncertainties + v0.uncertainties]
 
 
 def test_a_range_that_reaches_below_zero_stops_at_zero_and_says_the_engine_would_not_start():
