@@ -851,7 +851,7 @@ class Uncertainty(_M):
     """A term of the engine's budget the inputs cannot show: what the plan assumed, and how much the
     KV pool (GiB per rank) changes over the term's range: [smaller by, larger by]."""
 
-    term: str  # sampler | cudagraph | lmcache | unified-non-torch | speculative
+    term: str  # sampler | cudagraph | compile-cache | lmcache | unified-non-torch | speculative
     assumed: str
     kv_change_gib: list[float]  # [low, high], low <= 0 <= high
     why: str
@@ -1124,6 +1124,12 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     return out
 
 
+def _compiles_in_profile(spec: ServeSpec) -> bool:
+    """vLLM V1 with compilation on: torch.compile's first run happens inside the profile run that sizes the pool
+    (engines.yaml vllm.compile_cache_warm_gain_gib)."""
+    return not spec.enforce_eager and _version(spec) != (0, 0, 0) and not spec.kv_cache_memory_bytes
+
+
 def _graphs_in_budget(spec: ServeSpec) -> bool:
     """Since v0.21 vLLM subtracts its CUDA-graph estimate from the KV budget (=0 turns it off)."""
     return (not spec.enforce_eager and _ge(_version(spec), engine_value("vllm", "cudagraph_in_budget_since"))
@@ -1154,6 +1160,15 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             kv_change_gib=[round(min(0.0, g - hi), 2), round(max(0.0, g - lo), 2)],
             why=f"vLLM measures its CUDA-graph memory at start-up and subtracts it (public logs: {lo:g}-{hi:g} GiB per "
                 "rank); read 'Estimated CUDA graph memory' in the log, or pin the pool with --kv-cache-memory"))
+    if _compiles_in_profile(spec):
+        lo, hi = engine_value("vllm", "compile_cache_warm_gain_gib")
+        out.append(Uncertainty(
+            term="compile-cache", assumed="a first start with these flags (a cold torch.compile cache)",
+            kv_change_gib=[0.0, float(hi)],
+            why=f"vLLM sizes the pool from its profile run's peak, and torch.compile runs inside it: a cold compile "
+                f"cache charges Inductor/Triton temporaries to that peak, a warm restart loads the compiled graph and "
+                f"keeps {lo:g}-{hi:g} GiB more per GPU in public cold/warm pairs; restart once to see the warm figure, "
+                "or pin the pool with --kv-cache-memory"))
     if unified:
         hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
         out.append(Uncertainty(
