@@ -291,3 +291,25 @@ def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidenc
     assert d.findings and all(f.confidence < HIGH for f in d.findings)
     assert "names no GB10" in d.findings[0].why
     assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH
+
+
+# --- sealed blind sets (issue 18, round 18i) ---------------------------------------------------------------------------
+
+SEALED = ("holdout12",)  # scored once, blind; never trained or tuned on (tests/diagnose/holdout12/README.md)
+
+
+@pytest.mark.parametrize("name", SEALED)
+def test_a_sealed_blind_set_is_never_trained_on(name):
+    """The learned layer's trainer reads only the sets it names; a sealed set is not among them, not among the shipped
+    weights' training sets, and has no blind-rules entry that would let the CV read it."""
+    import sys
+
+    sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
+    import diagnose_cv
+    import diagnose_learn
+
+    assert (HERE / name).is_dir() and len(list((HERE / name).glob("*.yaml"))) >= 40
+    assert name not in diagnose_learn.SETS and name not in diagnose_learn.NEVER_TUNED
+    assert name not in LM.trained_on
+    assert name not in diagnose_cv.BLIND_RULES
+    assert {c["set"] for c in diagnose_cv.load_sets(list(diagnose_learn.SETS))}.isdisjoint(SEALED)
