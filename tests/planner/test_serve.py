@@ -1075,3 +1075,26 @@ def test_mm_limits_reader_raises_only_its_input_error(value):
     with contextlib.suppress(ServeInputError):
         out = parse_mm_limits(value)
         assert all(isinstance(v, int) and v >= 0 for v in out.values())
+
+
+def test_a_hybrid_models_printed_token_count_follows_the_vllm_version_that_prints_it():
+    """vLLM printed a hybrid model's 'GPU KV cache size' as the blocks split evenly over its KV cache groups until the
+    per-request report (vllm#40691 / #40694; engines.yaml vllm.hybrid_tokens_report_per_request_since): the same pool
+    reads ~4x fewer tokens on Qwen3.6-35B-A3B's 4 groups. Real lines: a DGX Spark's vLLM 0.19.2rc1 start printed
+    47.55 GiB and 623,040 tokens (djangodevreng/dgx-spark-benchmarks bootlog); eugr/spark-vllm-docker#200's 0.20.1rc1
+    start (Qwen3.6-35B-A3B-FP8, fp8 KV, one MTP layer) printed 52.66 GiB and 1,253,392 tokens."""
+    from sparkops.planner.serve_engines import ServeSpec
+
+    shape = serve.resolve_shape("Qwen/Qwen3.6-35B-A3B")
+    old = ServeSpec(engine="vllm", engine_version="0.19.2rc1.dev134+gfe9c3d6c5", max_model_len=131072)
+    new = ServeSpec(engine="vllm", engine_version="0.24.0", max_model_len=131072)
+    assert serve.hybrid_tokens_per_group(old) and not serve.hybrid_tokens_per_group(new)
+    assert not serve.hybrid_tokens_per_group(ServeSpec(engine="vllm"))  # the current vLLM prints per request
+    printed = serve.vllm_kv_tokens(shape, 47.55, 2, 1, 131072, per_group=True)
+    assert printed == 623040
+    assert serve.vllm_kv_tokens(shape, 47.55, 2, 1, 131072) > 3.5 * printed  # max concurrency x max_model_len
+    mtp = serve.vllm_kv_tokens(shape, 52.66, 1, 1, 65536, extra_attn=1, per_group=True)
+    assert abs(mtp - 1253392) <= 16  # one 16-token block of rounding
+    # a plain attention model prints the same either way
+    dense = serve.resolve_shape("Qwen/Qwen3-8B")
+    assert serve.vllm_kv_tokens(dense, 6.03, 2, 1, 32768, per_group=True) == serve.vllm_kv_tokens(dense, 6.03, 2, 1, 32768)

@@ -699,8 +699,12 @@ class HybridLayout:
     def request_bytes(self, length: int) -> int:
         return self.pages_per_request(length) * self.page_bytes * self.group_size
 
-    def tokens(self, kv_gib: float, max_model_len: int) -> int:
-        """'GPU KV cache size': max concurrency x max_model_len (kv_cache_utils._report_kv_cache_config)."""
+    def tokens(self, kv_gib: float, max_model_len: int, *, per_group: bool = False) -> int:
+        """'GPU KV cache size': max concurrency x max_model_len (kv_cache_utils._report_kv_cache_config); with
+        ``per_group`` the figure vLLM printed before that fix: the blocks split evenly over the KV cache groups,
+        times the attention block (engines.yaml vllm.hybrid_tokens_report_per_request_since)."""
+        if per_group:
+            return self.blocks(kv_gib) // (self.attn_groups + self.state_groups) * self.block_tokens
         return int(self.blocks(kv_gib) / self.pages_per_request(max_model_len) * max_model_len)
 
 
@@ -749,13 +753,16 @@ _UNSET: Any = object()
 
 
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
-                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0) -> int:
+                   *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0,
+                   per_group: bool = False) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
-    the caller has already computed (None for a plain attention model); computed here when not given."""
+    the caller has already computed (None for a plain attention model); computed here when not given.
+    ``per_group``: a hybrid model's figure as vLLM printed it before the per-request report (see
+    hybrid_tokens_per_group)."""
     hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
-        return hy.tokens(kv_gib, mml)
+        return hy.tokens(kv_gib, mml, per_group=per_group)
     block = int(engine_value("vllm", "block_size"))
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
     page = (kv_layer_bytes(shape, kv_bytes, tp) * (shape.attn_layers + extra_attn) + extra) * block
@@ -930,6 +937,12 @@ def _version(spec: ServeSpec) -> tuple[int, int, int] | None:
         return (0, 0, 0)
     m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", v)
     return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+
+
+def hybrid_tokens_per_group(spec: ServeSpec) -> bool:
+    """Does this vLLM print a hybrid model's 'GPU KV cache size' as the blocks split evenly over the KV cache
+    groups (before vllm#40694), rather than max concurrency x max_model_len?"""
+    return not _ge(_version(spec), str(engine_value("vllm", "hybrid_tokens_report_per_request_since")))
 
 
 def _ge(v: tuple[int, int, int] | None, s: str) -> bool:
@@ -1259,7 +1272,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter, extra_attn=mtp)
+    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter, extra_attn=mtp,
+                            per_group=hybrid_tokens_per_group(spec))
     if hy is not None:
         pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
