@@ -336,7 +336,7 @@ def fast_preflight(argv: list[str], lite: bool = False) -> int | None:
         from sparkops.core import lite as lite_runtime
         from sparkops.core import modeling
 
-        if modeling.runtime() is None:
+        if modeling.runtime() in (None, "lite"):
             modeling.use_lite()
             lite_runtime.DECLINE_ON_ERROR = True  # pydantic's error texts are not the lite runtime's
             code = _quick(got, lite=True)
