@@ -27,6 +27,7 @@ import json
 import math
 import re
 import sys
+import threading
 import types
 import typing
 from datetime import date, datetime, timedelta, timezone
@@ -54,6 +55,7 @@ class LiteDeclined(Exception):  # noqa: N818 - a decision, not an error of the i
 
 
 _MISSING = object()
+_BUILD_LOCK = threading.RLock()
 _EXACT, _STRICT, _LAX = 3, 2, 1
 
 # --------------------------------------------------------------------------- public stand-ins
@@ -825,7 +827,14 @@ class BaseModel(metaclass=_Meta):
     def _lite_build(cls) -> None:
         if cls.__dict__.get("__lite_built__"):
             return
+        with _BUILD_LOCK:  # probe threads validate concurrently: one build per class, never a half-built one
+            if not cls.__dict__.get("__lite_built__"):
+                cls._lite_build_locked()
+
+    @classmethod
+    def _lite_build_locked(cls) -> None:
         fields: dict[str, FieldInfo] = {}
+        full: dict[str, Any] = {}  # field -> its annotation with Annotated metadata (FieldInfo keeps it stripped)
         for base in reversed(cls.__mro__):
             if base is BaseModel or not issubclass(base, BaseModel):
                 continue
@@ -836,12 +845,12 @@ class BaseModel(metaclass=_Meta):
                     hint = raw[name]
                     tp = eval(hint, module, dict(vars(base))) if isinstance(hint, str) else hint  # noqa: S307
                     fields[name] = info
-                    info.annotation = tp
+                    full[name] = tp
         validators, serializers = {}, {}
         for name, info in fields.items():
-            validators[name] = _constrained(_validator(info.annotation, info.union_mode), info)
-            serializers[name] = _field_ser(_serializer(info.annotation))
-            info.annotation = _split(info.annotation)[0]  # as pydantic's FieldInfo.annotation: Annotated stripped
+            validators[name] = _constrained(_validator(full[name], info.union_mode), info)
+            serializers[name] = _field_ser(_serializer(full[name]))
+            info.annotation = _split(full[name])[0]  # as pydantic's FieldInfo.annotation: Annotated stripped
         after_field: dict[str, list] = {}
         before_model, after_model = [], []
         for d in cls.__lite_decorators__:
