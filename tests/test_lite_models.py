@@ -131,8 +131,8 @@ def collect(opts, also_import=()):
     facts_out.write_text(facts.model_dump_json(indent=2))
     return facts
 api.collect = collect
-code = front.fast_preflight(["preflight", "--quick", "--offline", "--format", "json", "--report", sys.argv[3]],
-                            lite=lite_run)
+code = front.fast_preflight(["preflight", "--quick", "--offline", "--format", "json", "--report", sys.argv[3],
+                             *sys.argv[4:]], lite=lite_run)
 assert code is not None
 print(json.dumps({"code": code, "runtime": modeling.runtime(), "pydantic": "pydantic" in sys.modules,
                   "declined": list(lite.DECLINED)}), file=sys.stderr)
@@ -164,14 +164,18 @@ def _stable(report: dict) -> dict:
     return out
 
 
-def test_a_live_quick_run_gives_the_same_report_on_both_runtimes(tmp_path):
+@pytest.mark.parametrize("target", ["python3 on PATH", "this interpreter"])
+def test_a_live_quick_run_gives_the_same_report_on_both_runtimes(tmp_path, target):
+    """Twice: the default target, and this interpreter (the test environment: torch's files, its
+    distributions and the extensions' ELF needs are read when torch is installed here)."""
+    python = [] if target == "python3 on PATH" else ["--python", sys.executable]
     runs = {}
     work = tmp_path / "cwd"  # the same empty working directory (G10 names it), the report written outside
     work.mkdir()
     for lite_run in (True, False):
         name = "lite" if lite_run else "pydantic"
         p = _run(LIVE_DRIVER, lite_run, str(work), str(tmp_path / f"{name}-facts.json"),
-                 str(tmp_path / f"{name}-report.json"))
+                 str(tmp_path / f"{name}-report.json"), *python)
         said = json.loads(p.stderr.strip().splitlines()[-1])
         runs[name] = said, json.loads((tmp_path / f"{name}-report.json").read_text()), p.stdout
     (lite_said, lite_rep, lite_text), (pyd_said, pyd_rep, _t) = runs["lite"], runs["pydantic"]
