@@ -425,3 +425,11 @@ def test_modeling_refuses_lite_after_pydantic_was_handed_out():
     assert modeling.runtime() == "pydantic"
     with pytest.raises(RuntimeError):
         modeling.use_lite()
+
+
+def test_modeling_refuses_lite_once_a_model_module_is_loaded():
+    p = subprocess.run([sys.executable, "-c", "import sparkops.core.findings as f\n"
+                        "from sparkops.core import modeling\n"
+                        "try:\n    modeling.use_lite()\nexcept RuntimeError as e:\n    print('refused', e)\n"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.stdout.startswith("refused") and "sparkops.core.findings" in p.stdout

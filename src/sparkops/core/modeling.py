@@ -10,6 +10,7 @@ any model module is imported) makes them :mod:`sparkops.core.lite`'s for the res
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 NAMES = ("BaseModel", "BeforeValidator", "ConfigDict", "Field", "ValidationError", "field_validator",
@@ -20,11 +21,23 @@ _verdict_given = False
 
 def use_lite() -> None:
     """Hand out the lite runtime's names from now on. Refused (RuntimeError) once a name was handed
-    out: models of two runtimes must never meet in one process."""
+    out or a model module is loaded: models of two runtimes must never meet in one process."""
     global _chosen
-    if _chosen not in (None, "lite"):
-        raise RuntimeError("sparkops.core.modeling: pydantic's names were already handed out; too late for lite")
+    if _chosen == "lite":
+        return
+    loaded = sorted(m for m in sys.modules if m.startswith("sparkops.") and _uses_models(m))
+    if _chosen is not None or loaded:
+        held = ", ".join(loaded) or f"to {_chosen}"
+        raise RuntimeError(f"sparkops.core.modeling: pydantic's names were already handed out ({held}); "
+                           "too late for the lite runtime")
     _chosen = "lite"
+
+
+def _uses_models(name: str) -> bool:
+    """A loaded module that holds a model class (it took BaseModel from here or from pydantic)."""
+    module = sys.modules.get(name)
+    return any(isinstance(v, type) and any(b.__name__ == "BaseModel" for b in v.__mro__[1:])
+               for v in list(vars(module).values())) if module is not None else False
 
 
 def runtime() -> str | None:
