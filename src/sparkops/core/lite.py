@@ -23,14 +23,13 @@ tests in ``tests/test_lite_models.py`` keep it so):
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 import sys
 import threading
 import types
 import typing
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -653,30 +652,30 @@ def _serializer(tp: Any) -> Any:
             return v if any(type(v) is type(x) and v == x for x in values) else _MISMATCH
         return ser_literal
     if origin is list:
-        item = _serializer(args[0])
+        item = _field_ser(_serializer(args[0]))
 
         def ser_list(v: Any, js: bool, warn: bool) -> Any:
             if type(v) is not list:
                 return _MISMATCH
-            return [_field_ser(item)(x, js, warn) for x in v]
+            return [item(x, js, warn) for x in v]
         return ser_list
     if origin is tuple:
-        items = [_serializer(args[0])] if args[-1] is Ellipsis else [_serializer(a) for a in args]
+        items = [_field_ser(_serializer(a)) for a in (args[:1] if args[-1] is Ellipsis else args)]
         variadic = args[-1] is Ellipsis
 
         def ser_tuple(v: Any, js: bool, warn: bool) -> Any:
             if type(v) is not tuple or (not variadic and len(v) != len(items)):
                 return _MISMATCH
-            out = [_field_ser(items[0] if variadic else items[i])(x, js, warn) for i, x in enumerate(v)]
+            out = [(items[0] if variadic else items[i])(x, js, warn) for i, x in enumerate(v)]
             return out if js else tuple(out)
         return ser_tuple
     if origin is dict:
-        value = _serializer(args[1])
+        value = _field_ser(_serializer(args[1]))
 
         def ser_dict(v: Any, js: bool, warn: bool) -> Any:
             if type(v) is not dict or any(type(k) is not str for k in v):
                 return _MISMATCH
-            return {k: _field_ser(value)(x, js, warn) for k, x in v.items()}
+            return {k: value(x, js, warn) for k, x in v.items()}
         return ser_dict
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         def ser_model(v: Any, js: bool, warn: bool) -> Any:
@@ -1084,4 +1083,4 @@ def _error(cls: type, errors: list[dict]) -> Exception:
 
 
 __all__ = ["BaseModel", "BeforeValidator", "ConfigDict", "Field", "FieldInfo", "LiteDeclined", "LiteUnsupported",
-           "ValidationError", "field_validator", "json", "model_validator", "timezone"]
+           "ValidationError", "field_validator", "model_validator"]
