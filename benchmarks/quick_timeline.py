@@ -42,13 +42,21 @@ def child(argv: list[str], profile: bool) -> None:
     main0 = time.thread_time()
     front.prestart(argv)
     mark("prestart (children, NVML thread)")
+    lite = os.environ.get("SPARKOPS_NO_LITE", "").strip() in ("", "0")  # the front end's choice (sparkops.core.lite)
     c = time.thread_time()
-    import pydantic.fields  # noqa: F401 - what creating any model class imports (pydantic.types, annotated_types...)
-    import pydantic.main  # noqa: F401
-    from pydantic._internal import _model_construction as construction
-    cpu["main: import pydantic"] = time.thread_time() - c
-    mark("imported pydantic")
-    trace_pydantic(construction, cpu, threading)
+    if lite:
+        from sparkops.core import modeling
+
+        modeling.use_lite()
+        cpu["main: choose the lite model runtime"] = time.thread_time() - c
+        mark("chose the lite model runtime")
+    else:
+        import pydantic.fields  # noqa: F401 - what creating any model class imports (pydantic.types, annotated_types...)
+        import pydantic.main  # noqa: F401
+        from pydantic._internal import _model_construction as construction
+        cpu["main: import pydantic"] = time.thread_time() - c
+        mark("imported pydantic")
+        trace_pydantic(construction, cpu, threading)
     import sparkops.probes as probes
 
     real_import = importlib.import_module
@@ -110,7 +118,7 @@ def child(argv: list[str], profile: bool) -> None:
 
         prof = cProfile.Profile()
         prof.enable()
-    code = front.fast_preflight(argv)
+    code = front.fast_preflight(argv, lite=lite)
     if profile:
         prof.disable()
         for order in ("tottime", "cumulative"):
@@ -120,7 +128,10 @@ def child(argv: list[str], profile: bool) -> None:
     mark("end")
     cpu["main thread, all"] = time.thread_time() - main0
     cpu["process, all threads"] = time.process_time() - p0
-    print(json.dumps({"code": code, "wall": time.perf_counter() - t0, "marks": marks, "cpu": cpu}))
+    from sparkops.core import modeling
+
+    print(json.dumps({"code": code, "wall": time.perf_counter() - t0, "marks": marks, "cpu": cpu,
+                      "runtime": modeling.runtime(), "pydantic": "pydantic" in sys.modules}))
 
 
 def trace_pydantic(construction: object, cpu: dict[str, float], threading: object) -> None:
@@ -166,9 +177,12 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="folder for quick-timeline-LABEL-DATE.md")
     ap.add_argument("--label", default=platform.node() or "machine")
     ap.add_argument("--profile", action="store_true", help="one more run under cProfile (stderr)")
+    ap.add_argument("--pydantic", action="store_true", help="the quick path on pydantic (SPARKOPS_NO_LITE=1), "
+                    "as before the lite model runtime")
     ap.add_argument("rest", nargs="*", help="extra preflight options (e.g. --offline --python PY)")
     args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "SPARKOPS_NO_LITE": "1" if args.pydantic else ""}
     load0 = os.getloadavg()[0]
     runs = []
     for i in range(args.runs + 1):  # the first warms the page cache and bytecode; not counted
@@ -190,6 +204,8 @@ def main() -> int:
              f"- command: `python benchmarks/quick_timeline.py {' '.join(sys.argv[1:])}`",
              f"- {len(runs)} fresh processes after one warm-up; medians; wall from the interpreter's first line "
              f"(add `python -c pass` for the whole command)", "",
+             f"- model runtime: {sorted({str(r.get('runtime')) for r in runs})}; pydantic imported: "
+             f"{sorted({r.get('pydantic') for r in runs})}", "",
              f"wall median {med(r['wall'] for r in runs):.3f} s, min {min(r['wall'] for r in runs):.3f} s; exit codes "
              f"{sorted({r['code'] for r in runs})}", "", "## CPU by part (thread_time, median ms)", "",
              "The two `pydantic (any thread)` rows cut across the others (they are inside the import, load, "

@@ -314,16 +314,49 @@ def _echo_err(line: str) -> None:
     stream.flush()
 
 
-def fast_preflight(argv: list[str]) -> int | None:
+LITE_OFF_ENV = "SPARKOPS_NO_LITE"  # set to 1: the fast path keeps pydantic (tests and benchmarks compare both)
+
+
+def fast_preflight(argv: list[str], lite: bool = False) -> int | None:
     """``preflight --quick`` without typer or rich (the lines and json formats): the exit code, or
     None when typer must handle the line. The same body as the typer command
     (:func:`sparkops.commands._preflight_run.run`), the same failures mapped the same way as
-    :func:`sparkops.cli.main`; tests compare both paths byte for byte."""
+    :func:`sparkops.cli.main`; tests compare both paths byte for byte.
+
+    ``lite`` (the console entry point asks for it): the models run on :mod:`sparkops.core.lite`, not
+    pydantic, when no model module is loaded yet. If the lite runtime declines anything, or anything
+    fails before the output starts, the sparkops modules it imported are dropped and the line is
+    answered again on pydantic: the answer is pydantic's either way (:func:`_lite_failed`)."""
     if os.environ.get(FAST_OFF_ENV, "").strip() not in ("", "0"):
         return None
     got = quick_preflight_args(argv)
     if got is None:
         return None
+    if lite and os.environ.get(LITE_OFF_ENV, "").strip() in ("", "0"):
+        from sparkops.core import lite as lite_runtime
+        from sparkops.core import modeling
+
+        if modeling.runtime() in (None, "lite"):
+            modeling.use_lite()
+            lite_runtime.DECLINE_ON_ERROR = True  # pydantic's error texts are not the lite runtime's
+            code = _quick(got, lite=True)
+            if code is not _LITE_FAILED:
+                return code  # type: ignore[return-value]
+            _drop_lite_modules()
+    return _quick(got, lite=False)  # type: ignore[return-value]
+
+
+_LITE_FAILED = object()
+
+
+def _drop_lite_modules() -> None:
+    """Forget every sparkops module imported under the lite runtime (and the runtime choice), so the
+    next import builds them on pydantic."""
+    for name in [m for m in sys.modules if m.startswith("sparkops.") and m != "sparkops.front"]:
+        del sys.modules[name]
+
+
+def _quick(got: dict, lite: bool) -> int | None | object:
     from sparkops.commands._preflight_run import python_problem, run
 
     if python_problem(got["python"]) is not None:
@@ -339,22 +372,33 @@ def fast_preflight(argv: list[str]) -> int | None:
                    warn=_echo_err)
     except KeyboardInterrupt:  # typer: exit 130, nothing said
         return 130
-    except EOFError:  # typer: a blank line, then click's Abort, which the CLI says as "aborted"
-        _echo_err("")
-        _echo_err("aborted")
-        return 130
-    except BrokenPipeError:  # typer (EPIPE): exit 1, no complaint when the closed stream is flushed
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    except InputError as exc:
-        _echo_err(f"spark-ops: {exc}")
-        return 3
-    except Exception as exc:  # the tool itself failed: exit 3, no traceback (as sparkops.cli.main)
+    except Exception as exc:
+        if lite and _lite_failed():
+            return _LITE_FAILED
+        if isinstance(exc, EOFError):  # typer: a blank line, then click's Abort, which the CLI says as "aborted"
+            _echo_err("")
+            _echo_err("aborted")
+            return 130
+        if isinstance(exc, BrokenPipeError):  # typer (EPIPE): exit 1, no complaint when the closed stream is flushed
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
+        if isinstance(exc, InputError):
+            _echo_err(f"spark-ops: {exc}")
+            return 3
+        # the tool itself failed: exit 3, no traceback (as sparkops.cli.main)
         if os.environ.get("SPARKOPS_DEBUG"):
             raise
         _echo_err(f"spark-ops: internal error: {type(exc).__name__}: {exc}")
         return 3
+
+
+def _lite_failed() -> bool:
+    """A failure under the lite runtime before its verdict (:func:`sparkops.core.modeling.lite_verdict`):
+    nothing is printed yet, so pydantic answers instead. After the verdict a failure is the tool's own."""
+    from sparkops.core import modeling
+
+    return not modeling.verdict_given()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -373,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(3)
         sys.exit(0)
     prestart(args)
-    code = fast_preflight(args)
+    code = fast_preflight(args, lite=True)
     if code is not None:
         sys.exit(code)
     from sparkops.cli import main as cli_main

@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
 from sparkops.core.findings import Evidence, Finding, Status
+from sparkops.core.modeling import BaseModel
 from sparkops.facts.model import Facts
 from sparkops.facts.workload import Workload
 from sparkops.knowledge import Knowledge, Profile

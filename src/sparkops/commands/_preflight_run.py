@@ -78,7 +78,11 @@ def run(*, python: Path | None, quick: bool, facts: Path | None, workload: Workl
                         also_import=("sparkops.report.render",) if out is OutputFormat.table else (),
                         container=container)
     res = ReportResult(rep, color=sys.stdout.isatty() and out is OutputFormat.table)
-    sys.stdout.write(res.render(out))  # the verdict first: a report that cannot be written must not hide it
+    text = res.render(out)
+    from sparkops.core.modeling import lite_verdict
+
+    lite_verdict(rep)  # under the lite runtime: anything it declined goes back to pydantic before a byte is out
+    sys.stdout.write(text)  # the verdict first: a report that cannot be written must not hide it
     sys.stdout.flush()
     from sparkops.core.errors import OutputError
 

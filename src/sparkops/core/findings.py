@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sparkops.core.modeling import BaseModel, ConfigDict, Field, field_validator
 
 
 class Status(str, Enum):

@@ -11,8 +11,7 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-
+from sparkops.core.modeling import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from sparkops.facts.reading import NOT_COLLECTED, Unavailable, Why, missing
 
 FACTS_SCHEMA_VERSION = 2  # 2: processes and the container recorded raw; checks classify

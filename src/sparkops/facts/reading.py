@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from sparkops.core.modeling import BaseModel, ConfigDict
 
 T = TypeVar("T")
 

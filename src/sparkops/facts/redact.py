@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
-from pydantic import BaseModel
+from sparkops.core.modeling import BaseModel
 
 _M = TypeVar("_M", bound=BaseModel)
 

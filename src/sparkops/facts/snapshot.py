@@ -19,9 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
-
 from sparkops.core.errors import OutputError, SnapshotError
+from sparkops.core.modeling import BaseModel, ValidationError
 from sparkops.facts import model as _facts_model
 from sparkops.facts.model import FACTS_SCHEMA_VERSION, Facts, ProbeRecord
 from sparkops.facts.redact import redact_obj

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from sparkops.core.modeling import BaseModel, ConfigDict, Field
 
 METHODS = {"full": "full", "fft": "full", "lora": "lora", "qlora": "qlora", "inference": "inference",
            "serve": "inference", "serving": "inference", "infer": "inference"}

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sparkops.core.modeling import BaseModel, ConfigDict, Field, ValidationError
 from sparkops.knowledge.thresholds import Thresholds
 
 
@@ -234,9 +234,8 @@ def load_file(name: str, model: type[M], section: str | None = None) -> M:
 
 def load_matrix_file(path: Path) -> StackMatrix:
     """A user-supplied newer matrix (``--matrix FILE``, same shape as the packaged stack_matrix.yaml)."""
-    from pydantic import ValidationError
-
     from sparkops.core.errors import InputError
+    from sparkops.core.modeling import ValidationError
 
     try:
         data = safe_load(Path(path).read_text(encoding="utf-8"))

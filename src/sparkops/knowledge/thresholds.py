@@ -8,8 +8,7 @@ no field has a default.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from sparkops.core.modeling import BaseModel, ConfigDict, Field, model_validator
 from sparkops.core.units import GIB, MIB
 
 

@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
+from sparkops.core.modeling import ValidationError
 from sparkops.facts.model import ExtensionNeeds, PythonEnvFacts, TargetEnvFacts, TorchLive, TorchStatic
 from sparkops.facts.reading import Unavailable, Why, missing
 from sparkops.probes import _run, elf, engine, target_launch

@@ -9,9 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from sparkops.core.findings import Finding, Status
+from sparkops.core.modeling import BaseModel, ConfigDict, Field
 from sparkops.facts.model import ProbeRecord
 from sparkops.facts.workload import Workload
 
