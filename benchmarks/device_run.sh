@@ -2,7 +2,10 @@
 # What this project runs on the lent GPU machine (an H200 with torch, transformers, peft preinstalled,
 # no registry access), so the recorded results can be reproduced: `bash benchmarks/device_run.sh STEP...`
 # with the wheels in .whl/ (tool dependencies + bitsandbytes) and $OUT the folder results go to.
-#   setup        install .whl/* into /tmp/site (tool deps, bitsandbytes) for the device python3
+#   setup        install .whl/* into /tmp/site (tool deps, bitsandbytes) for the device python3, byte-compiled
+#                as pip does at install (the machine sets PYTHONDONTWRITEBYTECODE: nothing is compiled on import)
+#   compile      byte-compile src/ and .carry-prev/src/ (what an installed checkout has; bench_cli's cold row
+#                copies src/ without its __pycache__ and still measures the first run)
 #   memory IDS   memory harness on the listed configuration ids (comma-separated) of CONFIGS
 #   watch        spark-ops watch over a ~100 s matmul job, then thermal analyze of its log
 #   gputests     pytest -m gpu
@@ -16,7 +19,8 @@ while [ $# -gt 0 ]; do
   step=$1; shift
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
-    setup) $PY -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>&1 | grep -v "already exists" | tail -3 ;;
+    setup) $PY -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl 2>&1 | grep -v "already exists" | tail -3 ;;
+    compile) $PY -m compileall -q -j 0 src $( [ -d .carry-prev/src ] && echo .carry-prev/src ) | tail -3 ;;
     memory) ids=$1; shift
       timeout 560 $PY benchmarks/memory/harness.py --configs "${CONFIGS:-benchmarks/memory/configs.yaml}" \
         --out "$OUT/memory.jsonl" --timeout 200 --only "$ids" 2>&1 | tail -20 ;;

@@ -148,17 +148,20 @@ for src, dst in zip(sys.argv[1::2], sys.argv[2::2]):
 
 # What legitimately differs between two collections a second apart: timestamps, probe durations,
 # the memory figures (MemAvailable moves; G3's and G6's lines and evidence quote it and the process
-# table), and the budget derived from them. Everything else of the report must be equal.
+# table), the budget derived from them, and on a machine with a GPU G4's live sensor readings
+# (temperature, power, clocks: the H200 run of 2026-12-04 moved them between the two collections).
+# Everything else of the report must be equal, G4's status included.
+LIVE_READINGS = ("G3", "G4", "G6")
 VOLATILE = ("generated_at", "facts_collected_at", "headroom_gb", "headroom_gib", "probe_notes[].duration_s",
-            "findings[G3|G6].summary/detail/evidence/values/notes", "checks.G3", "checks.G6")
+            "findings[G3|G4|G6].summary/detail/evidence/values/notes", "checks.G3|G4|G6 text after the status")
 
 
 def _stable(report: dict) -> dict:
     out = {k: v for k, v in report.items() if k not in ("generated_at", "facts_collected_at", "headroom_gb",
                                                           "headroom_gib")}
     out["probe_notes"] = [{k: v for k, v in p.items() if k != "duration_s"} for p in report["probe_notes"]]
-    out["checks"] = {k: v for k, v in report["checks"].items() if k not in ("G3", "G6")}
-    out["findings"] = [f if f["gotcha"] not in ("G3", "G6") else
+    out["checks"] = {k: v.split(":")[0] if k in LIVE_READINGS else v for k, v in report["checks"].items()}
+    out["findings"] = [f if f["gotcha"] not in LIVE_READINGS else
                        {k: v for k, v in f.items() if k not in ("summary", "detail", "evidence", "values", "notes")}
                        for f in report["findings"]]
     return out
