@@ -1098,3 +1098,68 @@ def test_a_hybrid_models_printed_token_count_follows_the_vllm_version_that_print
     # a plain attention model prints the same either way
     dense = serve.resolve_shape("Qwen/Qwen3-8B")
     assert serve.vllm_kv_tokens(dense, 6.03, 2, 1, 32768, per_group=True) == serve.vllm_kv_tokens(dense, 6.03, 2, 1, 32768)
+
+
+def _log_record(rid: str) -> dict:
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parent / "serve_logs" / "logs.yaml").read_text())
+    return next(r for r in data["records"] if r["id"] == rid)
+
+
+def test_a_catalog_model_as_draft_model_is_loaded_whole_and_shares_the_kv_pages():
+    # the Day 14 memo (vLLM 0.17.1, T4): Qwen2.5-3B alone 5.79 GiB and 6.15 GiB of KV = 179,216 tokens; with
+    # Qwen2.5-0.5B-Instruct as draft_model 6.73 GiB of weights and 4.49 GiB of KV = 98,112 tokens
+    rec = _log_record("vllm-day14-qwen25-3b-t4-u085-4k-draft05b")
+    obs = rec["observed"]
+    line = ("vllm serve Qwen/Qwen2.5-3B-Instruct --gpu-memory-utilization 0.85 --max-model-len 4096 --speculative-config "
+            "'{\"method\": \"draft_model\", \"model\": \"Qwen/Qwen2.5-0.5B-Instruct\", \"num_speculative_tokens\": 3}'")
+    spec = parse_command(line)
+    drafter = serve.drafter_shape(spec)
+    small = serve.resolve_shape("Qwen/Qwen2.5-0.5B-Instruct")
+    assert drafter is not None and drafter.total_params == small.params_total and drafter.layers == 24
+    # its whole weights (embeddings included: nothing shared with the target) and its 24 layers x 2 KV heads of 64
+    m = serve.Machine(source="log", total_gib=14.56, free_gib=14.56, gpu_name="Tesla T4")
+    res = _vllm(line, "0.17.1", m)
+    alone = _vllm(line.split(" --speculative-config")[0], "0.17.1", m)
+    assert res.weights_gib - alone.weights_gib == pytest.approx(small.params_total * 2 / GIB, abs=0.01)
+    assert res.weights_gib == pytest.approx(obs["weights_gib"], rel=0.02)
+    assert res.kv.bytes_per_token == alone.kv.bytes_per_token + 24 * 2 * 2 * 64 * 2 == 49152
+    shape = serve.resolve_shape(spec.model)
+    tokens = serve.vllm_kv_tokens(shape, obs["kv_gib"], 2.0, 1, 4096, drafter=drafter)
+    assert tokens == pytest.approx(obs["tokens"], rel=0.005)
+    assert "its own embeddings and lm_head" in res.model.weights_detail
+    # without the draft_model method, or for a model the catalog does not know, nothing is assumed
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_method": "eagle"})) is None
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_model": "someone/unknown-draft"})) is None
+    assert serve.drafter_shape(spec.model_copy(update={"speculative_model": "Qwen/Qwen2.5-0.5B-Instruct-AWQ"})) is None
+
+
+def test_a_gb10_gets_vllms_small_gpu_batch_defaults_because_nvml_reports_no_memory():
+    # NGC 26.01 (vLLM 0.13.0) on a GB10 prints "Chunked prefill is enabled with max_num_batched_tokens=2048";
+    # 0.19.2 / 0.20.0 print "FULL=35 (largest=256)": max_num_seqs 256, the small-GPU defaults
+    rec = _log_record("vllm-guardkit-qwen3-30b-a3b-fp8-gb10-u030-32k-fp8kv")
+    assert "max_num_batched_tokens=2048" in rec["log"]
+    line = "vllm serve Qwen/Qwen3-30B-A3B-FP8 --max-model-len 32768 --gpu-memory-utilization 0.3 --kv-cache-dtype fp8"
+    res = _vllm(line, "0.13.0", spark())
+    assert res.overheads["profiled_tokens"] == 2048.0
+    # a discrete GPU of the same size keeps the large defaults
+    big = serve.Machine(source="test", total_gib=121.69, free_gib=121.0, gpu_name="H200 NVL")
+    assert _vllm(line, "0.13.0", big).overheads["profiled_tokens"] == 8192.0
+    shape, spec = serve.resolve_shape("Qwen/Qwen3-30B-A3B-FP8"), parse_command(line)
+    assert serve.vllm_overheads(shape, spec, 121.69, 1, "NVIDIA GB10", unified=True)["profiled_seqs"] == 256.0
+    assert serve.vllm_overheads(shape, spec, 121.69, 1, "NVIDIA GB10")["profiled_seqs"] == 1024.0
+
+
+def test_the_offline_llm_class_profiles_its_own_default_token_budget():
+    # a Kaggle T4 notebook (vLLM 0.20.0) loads Qwen3-8B-AWQ with LLM(): "max_num_batched_tokens=8192"
+    rec = _log_record("vllm-kaggle-qwen3-8b-awq-t4-eager-u078-4k")
+    assert "max_num_batched_tokens=8192" in rec["log"] and rec["flags"]["entrypoint"] == "llm"
+    shape = serve.resolve_shape("Qwen/Qwen3-8B-AWQ")
+    spec = ServeSpec(engine="vllm", model="Qwen/Qwen3-8B-AWQ", max_model_len=4096, max_num_seqs=8, enforce_eager=True)
+    assert serve.vllm_overheads(shape, spec, 14.56, 1, "Tesla T4")["profiled_tokens"] == 2048.0  # vllm serve
+    llm = spec.model_copy(update={"entrypoint": "llm"})
+    assert serve.vllm_overheads(shape, llm, 14.56, 1, "Tesla T4")["profiled_tokens"] == 8192.0
+    assert serve.vllm_overheads(shape, llm, 79.2, 1, "H100 80GB")["profiled_tokens"] == 16384.0

@@ -593,6 +593,7 @@ class DrafterShape:
     own_lm_head: bool
     stored_bytes: int | None = None  # exact, from its safetensors headers (a drafter read from the Hub)
     source: str = "its config in the catalog"
+    total_params: int | None = None  # a whole catalog model as drafter (method draft_model): its own count
 
     def weight_bytes(self) -> int:
         """What its weights take: the stored bytes when the headers were read, else its counted parameters in bf16."""
@@ -600,7 +601,10 @@ class DrafterShape:
 
     def params(self) -> int:
         """Decoder layers (fused qkv, o_proj, q/k norms, gate_up/down MLP, two norms), fc, hidden_norm and
-        norm, and the vocabulary rows only when the checkpoint ships its own embed_tokens / lm_head."""
+        norm, and the vocabulary rows only when the checkpoint ships its own embed_tokens / lm_head; a whole
+        model loaded as the drafter (draft_model) counts as the catalog counts it."""
+        if self.total_params is not None:
+            return self.total_params
         h, d = self.hidden, self.head_dim
         layer = h * (self.heads + 2 * self.kv_heads) * d + self.heads * d * h + 2 * d + 3 * h * self.intermediate + 2 * h
         vocab = self.vocab * h * (int(self.own_embed) + int(self.own_lm_head))
@@ -629,7 +633,32 @@ def drafter_shape(spec: ServeSpec) -> DrafterShape | None:
                             fc_in=int(c.get("target_hidden_size", c["hidden_size"])) * len(c.get("target_layer_ids") or []),
                             vocab=int(c["vocab_size"]), own_embed=bool(d.get("ships_embed_tokens")),
                             own_lm_head=bool(d.get("ships_lm_head")))
-    return None
+    return catalog_draft_model(spec)
+
+
+def catalog_draft_model(spec: ServeSpec) -> DrafterShape | None:
+    """--speculative-config '{"method": "draft_model", "model": M}' with M a model the catalog describes: vLLM loads M
+    whole beside the target (v1/spec_decode/draft_model.py load_model: get_model on the draft model's own config, its
+    embeddings and lm_head included) and registers its attention layers in the same forward context, so they are in
+    the KV cache spec beside the target's (engines.yaml vllm.speculative.draft_model). Plain-attention drafters in
+    the model's dtype only: a quantized, sliding-window, hybrid or MLA draft model is not sized here (None)."""
+    method = (spec.speculative_method or "").lower()
+    draft = engine_value("vllm", "speculative").get("draft_model", {})
+    if spec.engine != "vllm" or not spec.speculative_model or method not in draft.get("methods", []):
+        return None
+    try:
+        ds = resolve_shape(spec.speculative_model)
+    except Exception:  # noqa: BLE001 - not a catalog model: the speculative range names it, as before
+        return None
+    quantized = ds.native_format not in (None, "bf16", "fp16") or any(
+        tag in spec.speculative_model.lower() for tag in ("awq", "gptq", "fp8", "fp4", "int4", "int8", "gguf"))
+    if quantized or ds.sliding_layers or ds.mla_dim or ds.linear_layers or ds.attn_layers != ds.layers:
+        return None
+    return DrafterShape(id=spec.speculative_model, method=spec.speculative_method or "draft_model", layers=ds.attn_layers,
+                        hidden=ds.hidden, intermediate=ds.intermediate, heads=0, kv_heads=ds.kv_heads,
+                        head_dim=ds.head_dim, fc_in=0, vocab=ds.vocab, own_embed=True, own_lm_head=True,
+                        source=f"the model catalog's {ds.id} (a whole model: its own embeddings and lm_head)",
+                        total_params=ds.params_total)
 
 
 def hub_drafter(spec: ServeSpec, hub: HubAccess) -> DrafterShape | None:
@@ -1101,13 +1130,17 @@ def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int) -> tuple[float,
     return float(engine_value("vllm", "cudagraph_first_capture_gib")) + max(0, graphs - modes) * per, graphs
 
 
-def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "") -> dict[str, float]:
-    """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank)."""
+def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "",
+                   unified: bool = False) -> dict[str, float]:
+    """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank). ``unified``: a device
+    whose NVML memory query is not supported (GB10), so vLLM's batch defaults see no device memory."""
     s = shape
     d_tok = engine_value("vllm", "default_max_num_batched_tokens")
     d_seq = engine_value("vllm", "default_max_num_seqs")
     large = total_gib >= d_tok["large_gpu_from_gib"] and not any(
         x.lower() in gpu_name.lower() for x in engine_value("vllm", "large_gpu_excludes"))
+    if unified and engine_value("vllm", "batch_defaults_without_nvml_memory") == "small_gpu":
+        large = False
     v = _version(spec)
     if v == (0, 0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
         c = engine_value("vllm", "v0_chunked_prefill")
@@ -1115,7 +1148,8 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
         chunked = bool(mml and mml > c["above_max_model_len"] and not s.sliding_layers and not s.mla_dim)
         tokens = spec.max_num_batched_tokens or (c["max_num_batched_tokens"] if chunked else max(mml or 2048, 2048))
     else:
-        tokens = spec.max_num_batched_tokens or d_tok["large_gpu" if large else "small_gpu"]
+        key = ("llm_" if (spec.entrypoint or "").lower() == "llm" else "") + ("large_gpu" if large else "small_gpu")
+        tokens = spec.max_num_batched_tokens or d_tok[key]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
     act = tokens * activation_bytes_per_token(s, tp, v0=v == (0, 0, 0)) / GIB
     choice = vllm_sampler(spec, gpu_name)
@@ -1254,7 +1288,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
-    ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name)
+    ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
     notes = []
     kv_other = None
     if spec.kv_cache_memory_bytes:
@@ -1450,8 +1484,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                     "(the target's config; embeddings and lm_head shared)")
     if drafter is not None:
         wbytes += drafter.weight_bytes()
+        shared = ("its own embeddings and lm_head (a whole model)" if drafter.total_params is not None
+                  else "embeddings and lm_head shared with the target")
         wdetail += (f"; {drafter.method} drafter {drafter.id}: {drafter.params() / 1e9:.2f} B parameters in bf16 "
-                    "(its config.json; embeddings and lm_head shared with the target)" if drafter.stored_bytes is None else
+                    f"(its config.json; {shared})" if drafter.stored_bytes is None else
                     f"; {drafter.method} drafter {drafter.id}: {drafter.stored_bytes / GIB:.2f} GiB, the exact bytes of "
                     "its safetensors headers (read from the Hub)")
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)

@@ -115,6 +115,7 @@ class ServeSpec(_M):
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    entrypoint: str | None = None  # vLLM: "serve" (the OpenAI server, default) or "llm" (the offline LLM class)
     ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
     parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
     n_gpu_layers: int | None = None
