@@ -49,7 +49,12 @@ HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.
 # G8 is (gotchas.md: "following an OFFICIAL DGX Spark playbook verbatim fails") then gave a general ceiling
 # (learned.ceiling: no confident G8 unless NVIDIA's own instructions are named), neutral under the blind CV (the same
 # answers on all five dealings); in-sample it holds both under 0.8, so they are no longer listed.
-KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a"}
+# holdout13 (round 18k, a SEALED blind set scored once at 13be9a3 with the shipped layer, never tuned on) found two, both G8
+# on texts that name a playbook but not a failing official one: an Ansible playbook rebooting a Spark (0.85) and a NixOS
+# port of an official playbook whose own devShell lacked podman (0.83). They are listed, not tuned away (the set is sealed).
+KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a",
+                                  "holdout13/uni-hi-is-ansible-reboot-freezes-dgx-spark-network",
+                                  "holdout13/nixos-dgx-spark-pr101-multi-agent-chatbot-devshell-missing-podman"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():
@@ -293,9 +298,9 @@ def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidenc
     assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH
 
 
-# --- sealed blind sets (issue 18, round 18i) ---------------------------------------------------------------------------
+# --- sealed blind sets (issue 18, rounds 18i, 18k) ---------------------------------------------------------------------
 
-SEALED = ("holdout12",)  # scored once, blind; never trained or tuned on (tests/diagnose/holdout12/README.md)
+SEALED = ("holdout12", "holdout13")  # scored once, blind; never trained or tuned on (their README.md)
 
 
 @pytest.mark.parametrize("name", SEALED)
