@@ -251,6 +251,11 @@ def _paths(doc: object, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
+def _fresh(value: object) -> object:
+    """A copy: `st.just({})` hands out one dict object, and placing it twice can nest it in itself (a cycle)."""
+    return json.loads(json.dumps(value))
+
+
 @st.composite
 def mutated(draw: st.DrawFn) -> dict:
     doc = json.loads(json.dumps(_BASES[draw(st.sampled_from(FIXTURE_FILES))]))
@@ -265,11 +270,11 @@ def mutated(draw: st.DrawFn) -> dict:
         if action == "delete" and isinstance(parent, dict) and key != "schema_version":
             del parent[key]
         elif action == "extra" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(["zz_new", "extra_field", "unavailable"]))] = draw(ODD)
+            parent[draw(st.sampled_from(["zz_new", "extra_field", "unavailable"]))] = _fresh(draw(ODD))
         elif action == "scale" and isinstance(parent[key], int | float) and not isinstance(parent[key], bool):
             parent[key] = parent[key] * draw(st.sampled_from([-1, 0, 1000, 1e12, 0.5]))
         elif key != "schema_version" or draw(st.booleans()):
-            parent[key] = draw(ODD)
+            parent[key] = _fresh(draw(ODD))
     return doc
 
 
