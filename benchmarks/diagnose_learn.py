@@ -576,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second-at", type=float, default=0.3,
                     help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
+    ap.add_argument("--predictions", type=Path,
+                    help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
+                         "comparison such as benchmarks/diagnose_second_reader.py")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     global POLICY, RULES, TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS, TOKENS
@@ -625,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
     text = report(cases, sets, args.folds)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
+    if args.predictions:
+        args.predictions.write_text(json.dumps(
+            {c["set"] + "/" + c["id"]: {"label": c["label"], "answer": c["pred"], "p": round(c["p"], 4),
+                                         "second": c["second"]} for c in cases}, indent=1, sort_keys=True) + "\n")
     sys.stdout.write(text)
     return 0
 
