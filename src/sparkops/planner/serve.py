@@ -783,18 +783,22 @@ _UNSET: Any = object()
 
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
                    *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0,
-                   per_group: bool = False) -> int:
+                   per_group: bool = False, pp: int = 1) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
     the caller has already computed (None for a plain attention model); computed here when not given.
     ``per_group``: a hybrid model's figure as vLLM printed it before the per-request report (see
-    hybrid_tokens_per_group)."""
+    hybrid_tokens_per_group). ``pp``: pipeline stages; a plain attention model's page then holds the largest
+    stage's layers (engines.yaml vllm.pipeline_kv_layers)."""
     hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml, per_group=per_group)
     block = int(engine_value("vllm", "block_size"))
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
-    page = (kv_layer_bytes(shape, kv_bytes, tp) * (shape.attn_layers + extra_attn) + extra) * block
+    layers = shape.attn_layers + extra_attn
+    if pp > 1 and engine_value("vllm", "pipeline_kv_layers") == "per_stage":
+        layers = -(-layers // pp)
+    page = (kv_layer_bytes(shape, kv_bytes, tp) * layers + extra) * block
     return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
 
 
@@ -813,10 +817,11 @@ class VllmTokenModel:
     drafter: DrafterShape | None
     mtp: int
     per_group: bool
+    pp: int = 1
 
     def tokens(self, kv_gib: float) -> int:
         return vllm_kv_tokens(self.shape, kv_gib, self.kv_bytes, self.tp, self.max_model_len, layout=self.layout,
-                              drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group)
+                              drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group, pp=self.pp)
 
 
 def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape | None = _UNSET) -> VllmTokenModel:
@@ -829,7 +834,7 @@ def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape |
     mtp = mtp_drafting(spec, shape)
     return VllmTokenModel(shape=shape, kv_bytes=kvb, tp=tp, max_model_len=spec.max_model_len,
                           layout=vllm_hybrid_layout(shape, kvb, tp, drafter, mtp), drafter=drafter, mtp=mtp,
-                          per_group=hybrid_tokens_per_group(spec))
+                          per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel))
 
 
 # ------------------------------------------------------------------ the machine
