@@ -155,12 +155,8 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
                 rows.append(_num(rid, "KV GiB given the log's CUDA-graph estimate", given_kv, obs["kv_gib"],
                                  f"estimate {obs['cudagraph_estimate_gib']} GiB vs modelled {res.overheads['cudagraph']}"))
             if "kv_gib" in obs and tokens_obs:
-                kvb = serve.kv_dtype_bytes(spec)
-                # the plan's own token model: a drafter the catalog sizes (and MTP layers) share the pool's pages
-                drafter = serve.drafter_shape(spec) if spec.speculative_method else None
-                given = serve.vllm_kv_tokens(shape, obs["kv_gib"], kvb, tp, spec.max_model_len, drafter=drafter,
-                                             extra_attn=serve.mtp_drafting(spec, shape),
-                                             per_group=serve.hybrid_tokens_per_group(spec))
+                # the plan's own token model (serve.vllm_token_model): drafter, MTP layers, hybrid report
+                given = serve.vllm_token_model(shape, spec).tokens(obs["kv_gib"])
                 rows.append(_num(rid, "KV tokens given KV GiB", given, tokens_obs))
             if "fits_max_model_len" in obs and total:
                 rows.append({"id": rid, "what": "fits max_model_len", "pred": res.kv.fits_max_model_len,

@@ -783,19 +783,58 @@ _UNSET: Any = object()
 
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
                    *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0,
-                   per_group: bool = False) -> int:
+                   per_group: bool = False, pp: int = 1) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
     the caller has already computed (None for a plain attention model); computed here when not given.
     ``per_group``: a hybrid model's figure as vLLM printed it before the per-request report (see
-    hybrid_tokens_per_group)."""
+    hybrid_tokens_per_group). ``pp``: pipeline stages; a plain attention model's page then holds the largest
+    stage's layers (engines.yaml vllm.pipeline_kv_layers)."""
     hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml, per_group=per_group)
     block = int(engine_value("vllm", "block_size"))
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
-    page = (kv_layer_bytes(shape, kv_bytes, tp) * (shape.attn_layers + extra_attn) + extra) * block
+    layers = shape.attn_layers + extra_attn
+    if pp > 1 and engine_value("vllm", "pipeline_kv_layers") == "per_stage":
+        layers = -(-layers // pp)
+    page = (kv_layer_bytes(shape, kv_bytes, tp) * layers + extra) * block
     return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
+
+
+@dataclass(frozen=True)
+class VllmTokenModel:
+    """Everything vLLM's 'GPU KV cache size: N tokens' depends on besides the pool's size: the KV dtype, the
+    tensor-parallel split, the hybrid layout, a drafter the plan sizes, MTP drafting layers and how this version
+    reports a hybrid model's tokens. Built by vllm_token_model, the one place that assembles it, so the plan and
+    the validation's "tokens given KV GiB" row count the same pages."""
+
+    shape: ServeShape
+    kv_bytes: float
+    tp: int
+    max_model_len: int | None
+    layout: HybridLayout | None
+    drafter: DrafterShape | None
+    mtp: int
+    per_group: bool
+    pp: int = 1
+
+    def tokens(self, kv_gib: float) -> int:
+        return vllm_kv_tokens(self.shape, kv_gib, self.kv_bytes, self.tp, self.max_model_len, layout=self.layout,
+                              drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group, pp=self.pp)
+
+
+def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape | None = _UNSET) -> VllmTokenModel:
+    """The token model of one vLLM launch. ``drafter``: one resolved by the caller (e.g. from the Hub); by default
+    the catalog's, when --speculative-config names one."""
+    if drafter is _UNSET:
+        drafter = drafter_shape(spec) if spec.speculative_method else None
+    kvb = kv_dtype_bytes(spec)
+    tp = max(1, spec.tensor_parallel)
+    mtp = mtp_drafting(spec, shape)
+    return VllmTokenModel(shape=shape, kv_bytes=kvb, tp=tp, max_model_len=spec.max_model_len,
+                          layout=vllm_hybrid_layout(shape, kvb, tp, drafter, mtp), drafter=drafter, mtp=mtp,
+                          per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel))
 
 
 # ------------------------------------------------------------------ the machine
@@ -1279,12 +1318,9 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
-def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float,
-          hy: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None) -> _Plan:
-    """vLLM's budget; ``hy`` is the hybrid KV layout plan_serve computed once (None: plain attention)."""
-    mtp = mtp_drafting(spec, shape)
-    if hy is _UNSET:
-        hy = vllm_hybrid_layout(shape, kvb, spec.tensor_parallel, drafter, mtp)
+def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
+    """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers)."""
+    hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
     util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
@@ -1306,8 +1342,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
-    tokens = vllm_kv_tokens(shape, kv_avail, kvb, tp, spec.max_model_len, layout=hy, drafter=drafter, extra_attn=mtp,
-                            per_group=hybrid_tokens_per_group(spec))
+    tokens = tm.tokens(kv_avail)
     if hy is not None:
         pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
@@ -1497,10 +1532,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
     kvb = kv_dtype_bytes(spec)
     tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
-    # the hybrid KV layout, computed once per plan and passed on (it was computed three times before)
-    hy = vllm_hybrid_layout(shape, kvb, tp, drafter, mtp) if spec.engine == "vllm" else None
-    if spec.engine == "vllm":
-        p = _vllm(shape, spec, machine, weights_gib, kvb, hy, drafter)
+    # vLLM's token model (hybrid layout, drafter, MTP layers), built once per plan and passed on
+    tm = vllm_token_model(shape, spec, drafter) if spec.engine == "vllm" else None
+    hy = tm.layout if tm is not None else None
+    if tm is not None:
+        p = _vllm(shape, spec, machine, weights_gib, tm)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "trtllm":
