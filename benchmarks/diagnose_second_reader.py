@@ -12,6 +12,8 @@ with the first labels and with diagnose's own held-out answers on the same cases
       compares the reader's labels (DIR/A-labels.yaml, DIR/B-labels.yaml) with the first labels and, given
       `diagnose_learn.py --predictions oof.json`, with diagnose's held-out answers.
 
+Round 18l's study: benchmarks/results/diagnose-second-reader/ (key/, A-labels.yaml, B-labels.yaml, diagnose's
+held-out answers diagnose-oof-dealing0.json) and its scoring, benchmarks/results/diagnose-second-reader.md.
 The readers of round 18l were two AI helper agents working from `shared/spec/gotchas.md` and the labelling rules of
 `tests/diagnose/cases/README.md`, not human experts; their agreement is a measure of how decidable the excerpts are under
 the written rules, not of expert consensus.
@@ -100,7 +102,9 @@ def score(rows: list[dict], tool: dict | None) -> str:
            f"{len(rows)} cases of the CV's training sets ({', '.join(s for v in READERS.values() for s in v)}); "
            f"{len(done)} labelled by the second reader. The first labels were decided from the whole thread; the "
            "second reader saw only the excerpt diagnose sees (anonymous, shuffled, no source). Readers: AI helper "
-           "agents working from `shared/spec/gotchas.md` and the cases' labelling rules (see the script's docstring).",
+           "agents working from `shared/spec/gotchas.md` and the cases' labelling rules (see the script's docstring); the rules' "
+           "section of case-by-case decisions was withheld because it names cases, and with it the convention that a "
+           "cross-node TP hang with no diagnosis beyond a stuck rank is G10.",
            "", "## Agreement with the first labels", "",
            "| scope | cases | agree | Cohen's kappa |", "|---|---:|---:|---:|"]
     scopes = [("all", done), ("first label a gotcha", [r for r in done if r["gold"] != "none"]),
@@ -111,8 +115,9 @@ def score(rows: list[dict], tool: dict | None) -> str:
               ("reader: not decidable from the excerpt", [r for r in done if not r["decidable"]])]
     scopes += [(f"reader {x} ({', '.join(READERS[x])})", [r for r in done if r["reader"] == x]) for x in READERS]
     for name, rs in scopes:
-        out.append(f"| {name} | {len(rs)} | {_pct(sum(r['read'] == r['gold'] for r in rs), len(rs))} | "
-                   f"{kappa([(r['gold'], r['read']) for r in rs]):.2f} |")
+        # kappa needs both readers to vary: over a scope of one first label it says nothing
+        k = f"{kappa([(r['gold'], r['read']) for r in rs]):.2f}" if len({r["gold"] for r in rs}) > 1 else "–"
+        out.append(f"| {name} | {len(rs)} | {_pct(sum(r['read'] == r['gold'] for r in rs), len(rs))} | {k} |")
     hi = [r for r in done if r["high"] and r["read"] != "none"]
     out += ["", f"The reader's high-confidence gotcha answers match the first label in "
             f"{_pct(sum(r['read'] == r['gold'] for r in hi), len(hi))} (the issue's bar for diagnose is 90 %)."]

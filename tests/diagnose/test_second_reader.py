@@ -78,3 +78,13 @@ def test_kappa_is_zero_when_agreement_is_what_chance_gives():
     # each reader says G3 half the time, independently: agreement 50 %, chance 50 %
     pairs = [("G3", "G3"), ("G3", "none"), ("none", "G3"), ("none", "none")]
     assert study.kappa(pairs) == pytest.approx(0.0)
+
+
+def test_the_recorded_study_labels_every_case_of_its_key_with_a_known_label():
+    folder = HERE.parents[1] / "benchmarks" / "results" / "diagnose-second-reader"
+    for reader in study.READERS:
+        key = yaml.safe_load((folder / "key" / f"{reader}.yaml").read_text())
+        labels = yaml.safe_load((folder / f"{reader}-labels.yaml").read_text())
+        assert set(labels) == set(key)
+        assert all(a["label"] in study.LABELS for a in labels.values())
+        assert all((study.CASES / f"{k['case']}.yaml").exists() for k in key.values())
