@@ -135,6 +135,9 @@ def anatomy(study: Path) -> list[dict]:
                 on_full = any(e.line == inp.numbers[i] for e in scored[lab].evidence)
                 alone = match(from_text(inp.lines[i], c["id"], k.text_limits), k)
                 row["ev_on_line"] = on_full or lab in alone.matched
+        if lab != "none" and lab not in cands:  # would today's rules (in-sample for most sets) have offered it?
+            now = match(from_text(c["text"], c["id"], kb.text_limits), kb)
+            row["cand_now"] = lab in {x.gotcha for x in candidates(now)}
         if lab == "none":
             row["cls"] = "d" if r["read"] == "none" else "d'"
         elif lab not in cands:
@@ -215,6 +218,10 @@ def report(rows: list[dict]) -> str:
     roles = Counter(r["role"] for r in rows if r["cls"] == "b-role")
     out += ["", "Roles `line_roles` gave the decisive line in class b-role: "
             + (", ".join(f"{k} {v}" for k, v in roles.most_common()) or "–") + "."]
+    a = [r for r in rows if r["cls"] == "a"]
+    out += [f"Class a and today's rules (symptoms.yaml as shipped, which were widened on some of these very cases in "
+            f"round 8, so in-sample): the label is a candidate of today's rules in {sum(r['cand_now'] for r in a)} of "
+            f"{len(a)}; the blind protocol reads each set with the rules that had not seen it, so these count as misses."]
     a = [r for r in rows if r["cls"] == "a" and "text_cand" in r]
     if a:
         out += [f"Class a and the learned text layer (`--cv`: the CV of dealing \"\" rerun, each case's candidates read "
