@@ -20,6 +20,7 @@ from sparkops.planner.serve_budget import BudgetJob, serving_budget, start_decis
 from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
+    engine_value,
     candidate_names,
     engines_knowledge,
     format_from_name,
@@ -251,17 +252,45 @@ def test_weights_by_format_against_logged_load_sizes():
 
 
 def test_vllm_start_check_is_a_share_of_total_against_cuda_free():
-    """MiaAI-Lab/...#47 on a Spark: free 110.34/121.69 passes 0.87 (105.87 GiB); free 102.2 fails."""
-    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192)
+    """MiaAI-Lab/...#47 on a Spark: free 110.34/121.69 passes 0.87 (105.87 GiB); free 102.2 fails. vLLM before
+    its unified-memory reading (engines.yaml vllm.unified_memory.since) compared CUDA's free = MemFree."""
+    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192,
+                     engine_version="0.10.1")
     shape = serve.resolve_shape("qwen3-8b")
     ok = serve.plan_serve(shape, spec, spark(free=110.34))
-    assert ok.start.requested_gib == 105.87 and ok.start.passes is True
+    assert ok.start.requested_gib == 105.87 and ok.start.passes is True and ok.start.free_gib == 110.34
     bad = serve.plan_serve(shape, spec, spark(free=102.2, avail=110.0))
     assert bad.start.passes is False and bad.start.passes_after_flush is True and bad.verdict == "tight"
     assert any("drop_caches" in n for n in bad.notes)
     worse = serve.plan_serve(shape, spec, spark(free=60.0, avail=61.0))
     assert worse.verdict == "does-not-fit" and worse.start.passes_after_flush is False
     assert any("--gpu-memory-utilization 0.49" in s for s in worse.suggestions)
+
+
+def test_vllm_start_check_on_unified_memory_reads_mem_available_less_its_context():
+    """vllm/utils/mem_utils.py MemorySnapshot.measure: on an integrated GPU free = psutil MemAvailable, so a page
+    cache does not refuse the start (vllm#48140: ValueError printed 55.87 GiB with MemFree 26.5, MemAvailable 56.3);
+    what vLLM reads is MemAvailable after its own context (llamastash#81 on GB10: 116.43 -> 113.69 GiB)."""
+    um = engine_value("vllm", "unified_memory")
+    assert um["free_reading"] == "MemAvailable" and um["context_range_gib"][0] <= um["context_gib"] <= 2.7
+    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192)
+    shape = serve.resolve_shape("qwen3-8b")
+    # 50 GiB of page cache: MemFree 60, MemAvailable 110 -> the old reading refused this start, vLLM does not
+    cached = serve.plan_serve(shape, spec, spark(free=60.0, avail=110.0))
+    assert cached.start.passes is True and cached.start.passes_after_flush is None
+    assert cached.start.free_gib == round(110.0 - um["context_gib"], 2) and "MemAvailable" in cached.start.detail
+    # passing by less than the worst public context (8-9 GiB) says so
+    assert any("passes by" in n for n in cached.notes)
+    # the llamastash#81 reading: MemAvailable 116.43 before the start -> vLLM read 113.69 (within 0.1 GiB)
+    assert abs(serve.vllm_start_free(spark(free=50.0, avail=116.43), spec)[0] - 113.69) < 0.1
+    # short of MemAvailable: a flush is no remedy, the share that passes is
+    low = serve.plan_serve(shape, spec, spark(free=20.0, avail=100.0))
+    assert low.start.passes is False and low.start.passes_after_flush is None and low.verdict == "does-not-fit"
+    assert not any("drop_caches" in s for s in low.suggestions)
+    assert any(f"--gpu-memory-utilization {low.start.largest_share_now:.2f}" in s for s in low.suggestions)
+    # a discrete GPU keeps CUDA's free memory
+    h100 = serve.Machine(source="test", total_gib=79.19, free_gib=70.0, available_gib=70.0, unified=False)
+    assert serve.vllm_start_free(h100, spec) == (70.0, False)
 
 
 def test_context_that_does_not_fit_is_refused_with_the_longest_that_does():
@@ -341,8 +370,13 @@ def test_serving_budget_counts_a_capped_server_by_its_cap_once():
 
 
 def test_start_decision_from_facts_sees_the_page_cache():
-    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5)  # MemFree 12.7, MemAvailable 90.5 GiB
-    assert code == "G3.start_after_flush" and v["page_cache_gib"] > 70
+    # MemFree 12.7, MemAvailable 90.5 GiB: a vLLM before its unified-memory reading is refused until a flush; the
+    # current one reads MemAvailable less its context (engines.yaml vllm.unified_memory) and starts
+    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5, engine_version="0.10.1")
+    assert code == "G3.start_after_flush" and v["page_cache_gib"] > 70 and v["reads"] == "MemFree"
+    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5)
+    assert code == "G3.start_ok" and v["reads"] == "MemAvailable" and v["page_cache_gib"] is None
+    assert abs(v["free_gib"] - (94849180 / 2**20 - engine_value("vllm", "unified_memory")["context_gib"])) < 0.01
     assert start_decision(load_facts_fixture("gb10_ngc_2509_healthy"), 0.9)[0] == "G3.start_ok"
     assert start_decision(load_facts_fixture("gb10_vllm_default"), 0.5)[0] == "G3.start_fails"
 

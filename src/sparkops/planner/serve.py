@@ -1318,6 +1318,16 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
+def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
+    """The free memory vLLM's start-up check compares (GiB), and whether it is MemAvailable. On an integrated GPU
+    vLLM reads psutil's MemAvailable, not CUDA's MemFree (engines.yaml vllm.unified_memory), at a snapshot taken
+    after its own container and CUDA context are up: MemAvailable read beforehand less the assumed context."""
+    um = engine_value("vllm", "unified_memory")
+    if m.unified and m.available_gib is not None and _ge(_version(spec), um["since"]):
+        return round(m.available_gib - float(um["context_gib"]), 2), True
+    return m.free_gib, False
+
+
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
@@ -1360,16 +1370,27 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         notes.append(f"{drafter.method} drafter {drafter.id} ({drafter.source}): {size} "
                      f"in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
                      + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
-    free = m.free_gib
+    free, reads_available = vllm_start_free(m, spec)
     passes = None if free is None else free >= requested
     after = None
-    if passes is False and m.page_cache_gib is not None:
+    if passes is False and m.page_cache_gib is not None and not reads_available:
         after = free + m.page_cache_gib >= requested  # type: ignore[operator]
     largest = None if free is None else math.floor(free / m.total_gib * 100) / 100
     detail = (f"vLLM asks for gpu_memory_utilization x TOTAL = {util:g} x {m.total_gib:.2f} = {requested:.2f} GiB "
               "and refuses to start ('Free memory on device ... is less than desired GPU memory utilization') "
               "when CUDA's free memory is smaller")
-    if m.unified:
+    if reads_available:
+        um = engine_value("vllm", "unified_memory")
+        lo, hi = um["context_range_gib"]
+        detail += (f"; on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py "
+                   f"MemorySnapshot), after its own container and CUDA context are up: {m.available_gib:.2f} GiB "
+                   f"MemAvailable now - {um['context_gib']:g} GiB assumed = {free:.2f} GiB (public GB10 readings: "
+                   f"{lo:g}-{hi:g} GiB under MemAvailable); the page cache does not refuse the start")
+        if passes and free - (hi - um["context_gib"]) < requested:
+            notes.append(f"the start-up check passes by {free - requested:.2f} GiB: on kernels where vLLM's start "
+                         f"costs {hi:g} GiB before its check (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47) it fails; "
+                         "vLLM prints the free memory it read ('Free memory on device ... on startup')")
+    elif m.unified:
         detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
@@ -1606,10 +1627,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside):
         with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
-    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
-            and machine.free_gib - others < (p.start.requested_gib or 0):
-        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, CUDA's free memory "
-                     f"({machine.free_gib - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
+    seen = p.start.free_gib  # what the start-up check reads (vLLM on unified memory: MemAvailable less its context)
+    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and seen is not None \
+            and seen - others < (p.start.requested_gib or 0):
+        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, the free memory its "
+                     f"check reads ({seen - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
                      "start-up check asks for")
     if bad:
         verdict = "does-not-fit"
@@ -1624,17 +1646,21 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
         floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
             + (req or 0.0)
-        if p.start.passes is False and machine.free_gib is not None:
+        if p.start.passes is False and seen is not None:
             now = p.start.largest_share_now or 0.0
-            flushed = math.floor((machine.free_gib + (machine.page_cache_gib or 0.0)) / machine.total_gib * 100) / 100
+            # a flush helps only where the check reads CUDA's MemFree (passes_after_flush is None when it reads
+            # MemAvailable: the page cache is already counted as free there)
+            cache = (machine.page_cache_gib or 0.0) if p.start.passes_after_flush is not None else 0.0
+            flushed = math.floor((seen + cache) / machine.total_gib * 100) / 100
             if now * machine.total_gib >= floor_need:
                 sugg.append(f"--gpu-memory-utilization {now:.2f} passes the start-up check with today's free "
-                            f"memory ({machine.free_gib:.2f} of {machine.total_gib:.2f} GiB)")
-            if machine.page_cache_gib and flushed > now and flushed * machine.total_gib >= floor_need:
+                            f"memory ({seen:.2f} of {machine.total_gib:.2f} GiB)")
+            if cache and flushed > now and flushed * machine.total_gib >= floor_need:
                 sugg.append(f"drop the page cache first (sync; echo 3 > /proc/sys/vm/drop_caches, as root): "
                             f"then --gpu-memory-utilization {flushed:.2f} passes")
             if flushed * machine.total_gib < floor_need:
-                sugg.append(f"even with the page cache dropped, {flushed * machine.total_gib:.2f} GiB is free and this "
+                sugg.append(f"{'even with the page cache dropped, ' if cache else ''}"
+                            f"{flushed * machine.total_gib:.2f} GiB is free and this "
                             f"server needs {floor_need:.2f} GiB: stop other jobs, or a smaller model or quantization")
         if fits_len is False and longest:
             sugg.append(f"--max-model-len {longest // 1024 * 1024 if longest >= 1024 else longest} fits the pool")
