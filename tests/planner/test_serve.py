@@ -20,8 +20,8 @@ from sparkops.planner.serve_budget import BudgetJob, serving_budget, start_decis
 from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
-    engine_value,
     candidate_names,
+    engine_value,
     engines_knowledge,
     format_from_name,
     gguf_type_from_name,
