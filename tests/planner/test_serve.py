@@ -453,10 +453,9 @@ def test_the_logged_kv_memory_gives_the_logged_token_counts_and_every_start_chec
     rows, _ = sa.evaluate(yaml.safe_load(sa.LOGS.read_text())["records"])
     # out of the arithmetic's reach, each for a reason its record states: a V0 non-driver worker's KV figure
     # (vllm#13061: kv_rank worker) and a drafter the launch line does not name (AEON-7#9: DFlash-10)
-    # The third (session 11's blind GB10 Gemma 4 launch with four LoRA adapters) is an OPEN miss: its cause was not found
-    # in the session (the record's miss_note says so); it is listed so the test guards every other record
-    known = {"vllm-13061-r1-distill-qwen14b-2x4090-tp2-u098", "vllm-aeon9-qwen36-27b-nvfp4-gb10-kvbytes36g",
-             "vllm-guardkit-gemma4-26b-a4b-lora4-gb10-u055-32k"}
+    # (session 11's blind GB10 Gemma 4 launch with four LoRA adapters now passes: vLLM >= 0.21 prints a sliding + full
+    # model's tokens as max concurrency x max_model_len, serve.vllm_swa_tokens)
+    known = {"vllm-13061-r1-distill-qwen14b-2x4090-tp2-u098", "vllm-aeon9-qwen36-27b-nvfp4-gb10-kvbytes36g"}
     given = [r for r in rows if r["what"] == "KV tokens given KV GiB"]
     assert len(given) >= 26
     assert {r["id"] for r in given if not r["ok"]} == known
@@ -1267,3 +1266,38 @@ def test_pipeline_stages_each_count_only_their_own_layers_in_the_kv_page():
     odd = dataclasses.replace(shape, attn_layers=41)
     assert serve.vllm_kv_tokens(odd, 14.04, 2.0, 1, 40960, pp=2) == serve.vllm_kv_tokens(
         dataclasses.replace(shape, attn_layers=21), 14.04, 2.0, 1, 40960)
+
+
+def test_vllm_counts_lora_slots_in_the_weights_and_prints_swa_tokens_per_request():
+    """Log guardkit (GB10, vLLM 0.25.0): Gemma-4-26B-A4B with --enable-lora --max-loras 4 --max-lora-rank 16 loads
+    53.62 GiB (the same checkpoint without LoRA: 48.5, jethac); vLLM builds 4 slots of rank 16 for q/k/v/o, the dense
+    MLP and all 128 experts of each layer (engines.yaml vllm.lora). Its 1.54 GiB of KV print 38,847 tokens = 1.19 x
+    32768: since the per-request report a sliding + full model's count is concurrency x max_model_len."""
+    shape = serve.resolve_shape("google/gemma-4-26B-A4B-it")
+    assert shape.full_kv_dim == 2 * 512 and shape.sliding_layers == 25 and shape.moe_layers == 30
+    base = ServeSpec(engine="vllm", model="google/gemma-4-26B-A4B-it", max_model_len=32768, max_num_seqs=4,
+                     limit_mm_per_prompt={"image": 0}, gpu_memory_utilization=0.55, engine_version="0.25.0")
+    lora = base.model_copy(update={"enable_lora": True, "max_loras": 4, "max_lora_rank": 16})
+    slots = serve.lora_slot_bytes(shape, lora) / 2**30
+    # per expert and slot 16 x (2 x 2816 + 2 x 704 + 704 + 2816) bf16 elements: 128 experts x 30 layers x 4 slots
+    assert 128 * 30 * 4 * 16 * (2 * 2816 + 3 * 704 + 2816) * 2 / 2**30 < slots < 5.1
+    gb10 = spark()
+    w0, w1 = serve.plan_serve(shape, base, gb10).weights_gib, serve.plan_serve(shape, lora, gb10).weights_gib
+    assert abs(w1 - w0 - slots) < 0.01 and abs(w1 - 53.62) / 53.62 < 0.05
+    assert serve.lora_slot_bytes(shape, base) == 0
+    # twice the slots, twice the bytes; TP2 splits only the B side of column layers and the A side of row layers
+    assert serve.lora_slot_bytes(shape, lora.model_copy(update={"max_loras": 8})) == 2 * serve.lora_slot_bytes(shape, lora)
+    assert serve.lora_slot_bytes(shape, lora) / 2 < serve.lora_slot_bytes(shape, lora.model_copy(update={"tensor_parallel": 2})) \
+        < serve.lora_slot_bytes(shape, lora)
+    # tokens given the logged KV: per request 1 full group x 32768/32 blocks + 5 sliding groups x (cdiv(1023 + 2048,
+    # 16) + 1) blocks of 5 x 128 KiB; 1.54 GiB -> ~1.27 requests x 32768 (the log: 1.19, 38,847)
+    tm = serve.vllm_token_model(shape, lora, batched_tokens=2048)
+    got = tm.tokens(1.54)
+    assert got == int((int(1.54 * 2**30 // (5 * 16 * 8192))) / (1024 + 5 * 193) * 32768)
+    assert abs(got - 38847) / 38847 < 0.10
+    # before the per-request report (0.20, jethac's log): blocks split over the 6 groups x 16 = 177,424 for 40.61 GiB
+    old = serve.vllm_token_model(shape, base.model_copy(update={"engine_version": "0.20.0", "max_model_len": 8192}))
+    assert abs(old.tokens(40.61) - 177440) <= 16
+    # the launch line carries the LoRA flags
+    s = parse_command("vllm serve google/gemma-4-26B-A4B-it --enable-lora --max-lora-rank 16 --max-loras 4")
+    assert (s.enable_lora, s.max_loras, s.max_lora_rank) == (True, 4, 16)
