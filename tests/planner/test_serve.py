@@ -1301,3 +1301,18 @@ def test_vllm_counts_lora_slots_in_the_weights_and_prints_swa_tokens_per_request
     # the launch line carries the LoRA flags
     s = parse_command("vllm serve google/gemma-4-26B-A4B-it --enable-lora --max-lora-rank 16 --max-loras 4")
     assert (s.enable_lora, s.max_loras, s.max_lora_rank) == (True, 4, 16)
+
+
+def test_mistral_v02_has_no_sliding_window_unlike_v01():
+    """v0.2's config.json: "sliding_window": null, rope_theta 1e6, 32k positions (the model card: "No Sliding-Window
+    Attention"); v0.1 keeps its 4096-token window. The GPTQ copy resolves to v0.2."""
+    v2 = serve.resolve_shape("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ")
+    assert (v2.id, v2.sliding_layers, v2.sliding_window, v2.context_train) == ("mistral-7b-v0.2", 0, None, 32768)
+    assert serve.resolve_shape("mistralai/Mistral-7B-Instruct-v0.2").id == "mistral-7b-v0.2"
+    v1 = serve.resolve_shape("mistralai/Mistral-7B-Instruct-v0.1")
+    assert (v1.id, v1.sliding_layers, v1.sliding_window) == ("mistral-7b-v0.1", 32, 4096)
+    # same shapes otherwise: the same bytes per token and parameters
+    assert serve.kv_bytes_per_token(v1, 2.0) == serve.kv_bytes_per_token(v2, 2.0) == 32 * 2 * 8 * 128 * 2
+    assert v1.params_total == v2.params_total
+    # one request at 32k holds the whole context on every layer of v0.2, the window on v0.1
+    assert serve.request_kv_bytes(v2, 32768, 2.0) > 7 * serve.request_kv_bytes(v1, 32768, 2.0)
