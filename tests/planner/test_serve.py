@@ -1316,3 +1316,13 @@ def test_mistral_v02_has_no_sliding_window_unlike_v01():
     assert v1.params_total == v2.params_total
     # one request at 32k holds the whole context on every layer of v0.2, the window on v0.1
     assert serve.request_kv_bytes(v2, 32768, 2.0) > 7 * serve.request_kv_bytes(v1, 32768, 2.0)
+
+
+def test_a_qat_checkpoint_stored_unquantized_resolves_to_its_base_in_bf16():
+    """jethac's GB10 log: google/gemma-4-26B-A4B-it-qat-q4_0-unquantized loads 48.5 GiB, as the bf16 base does: Google's
+    "-qat-q4_0-unquantized" copies keep the base shapes in bf16 (the q4_0 names the QAT target, not the storage)."""
+    name = "google/gemma-4-26B-A4B-it-qat-q4_0-unquantized"
+    assert "google/gemma-4-26B-A4B-it" in candidate_names(name)
+    shape = serve.resolve_shape(name)
+    assert shape.id == "gemma-4-26b-a4b"
+    assert serve.weight_format(shape, ServeSpec(engine="vllm", model=name)) == "bf16"
