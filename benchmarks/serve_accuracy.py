@@ -156,7 +156,8 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
                                  f"estimate {obs['cudagraph_estimate_gib']} GiB vs modelled {res.overheads['cudagraph']}"))
             if "kv_gib" in obs and tokens_obs:
                 # the plan's own token model (serve.vllm_token_model): drafter, MTP layers, hybrid report
-                given = serve.vllm_token_model(shape, spec).tokens(obs["kv_gib"])
+                given = serve.vllm_token_model(shape, spec, batched_tokens=int(res.overheads["profiled_tokens"]))\
+                    .tokens(obs["kv_gib"])
                 rows.append(_num(rid, "KV tokens given KV GiB", given, tokens_obs))
             if "fits_max_model_len" in obs and total:
                 rows.append({"id": rid, "what": "fits max_model_len", "pred": res.kv.fits_max_model_len,

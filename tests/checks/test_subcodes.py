@@ -168,8 +168,10 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
     "G3.fragmented": lambda: ("G3", fragmented(), None),
     "G3.fragmented-for-plan": lambda: ("G3", fragmented("gb10-built-fragmented-movable.pagetypeinfo"),
                                        Workload(method="lora", params_b=8, estimated_peak_gb=20.0)),
-    "G3.serve-start-after-flush": lambda: ("G3", meminfo(SPARK, MemFree=20.0, MemAvailable=112.0),
-                                           Workload(method="inference", components=["vllm"])),
+    # a vLLM before its unified-memory reading (engines.yaml vllm.unified_memory.since) reads CUDA's MemFree
+    "G3.serve-start-after-flush": lambda: ("G3", patch(meminfo(SPARK, MemFree=20.0, MemAvailable=112.0), {
+        "target.distributions": {**load_facts_fixture(SPARK).target.distributions, "vllm": "0.10.1.1"}}),
+        Workload(method="inference", components=["vllm"])),
     "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
     # a second vLLM capped at 0.5 is still loading (CUDA free still high): the 0.9 asked for passes the
     # start-up check now, but both shares together are more than the pool

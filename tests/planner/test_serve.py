@@ -21,6 +21,7 @@ from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
     candidate_names,
+    engine_value,
     engines_knowledge,
     format_from_name,
     gguf_type_from_name,
@@ -251,17 +252,45 @@ def test_weights_by_format_against_logged_load_sizes():
 
 
 def test_vllm_start_check_is_a_share_of_total_against_cuda_free():
-    """MiaAI-Lab/...#47 on a Spark: free 110.34/121.69 passes 0.87 (105.87 GiB); free 102.2 fails."""
-    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192)
+    """MiaAI-Lab/...#47 on a Spark: free 110.34/121.69 passes 0.87 (105.87 GiB); free 102.2 fails. vLLM before
+    its unified-memory reading (engines.yaml vllm.unified_memory.since) compared CUDA's free = MemFree."""
+    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192,
+                     engine_version="0.10.1")
     shape = serve.resolve_shape("qwen3-8b")
     ok = serve.plan_serve(shape, spec, spark(free=110.34))
-    assert ok.start.requested_gib == 105.87 and ok.start.passes is True
+    assert ok.start.requested_gib == 105.87 and ok.start.passes is True and ok.start.free_gib == 110.34
     bad = serve.plan_serve(shape, spec, spark(free=102.2, avail=110.0))
     assert bad.start.passes is False and bad.start.passes_after_flush is True and bad.verdict == "tight"
     assert any("drop_caches" in n for n in bad.notes)
     worse = serve.plan_serve(shape, spec, spark(free=60.0, avail=61.0))
     assert worse.verdict == "does-not-fit" and worse.start.passes_after_flush is False
     assert any("--gpu-memory-utilization 0.49" in s for s in worse.suggestions)
+
+
+def test_vllm_start_check_on_unified_memory_reads_mem_available_less_its_context():
+    """vllm/utils/mem_utils.py MemorySnapshot.measure: on an integrated GPU free = psutil MemAvailable, so a page
+    cache does not refuse the start (vllm#48140: ValueError printed 55.87 GiB with MemFree 26.5, MemAvailable 56.3);
+    what vLLM reads is MemAvailable after its own context (llamastash#81 on GB10: 116.43 -> 113.69 GiB)."""
+    um = engine_value("vllm", "unified_memory")
+    assert um["free_reading"] == "MemAvailable" and um["context_range_gib"][0] <= um["context_gib"] <= 2.7
+    spec = ServeSpec(engine="vllm", model="qwen3-8b", gpu_memory_utilization=0.87, max_model_len=8192)
+    shape = serve.resolve_shape("qwen3-8b")
+    # 50 GiB of page cache: MemFree 60, MemAvailable 110 -> the old reading refused this start, vLLM does not
+    cached = serve.plan_serve(shape, spec, spark(free=60.0, avail=110.0))
+    assert cached.start.passes is True and cached.start.passes_after_flush is None
+    assert cached.start.free_gib == round(110.0 - um["context_gib"], 2) and "MemAvailable" in cached.start.detail
+    # passing by less than the worst public context (8-9 GiB) says so
+    assert any("passes by" in n for n in cached.notes)
+    # the llamastash#81 reading: MemAvailable 116.43 before the start -> vLLM read 113.69 (within 0.1 GiB)
+    assert abs(serve.vllm_start_free(spark(free=50.0, avail=116.43), spec)[0] - 113.69) < 0.1
+    # short of MemAvailable: a flush is no remedy, the share that passes is
+    low = serve.plan_serve(shape, spec, spark(free=20.0, avail=100.0))
+    assert low.start.passes is False and low.start.passes_after_flush is None and low.verdict == "does-not-fit"
+    assert not any("drop_caches" in s for s in low.suggestions)
+    assert any(f"--gpu-memory-utilization {low.start.largest_share_now:.2f}" in s for s in low.suggestions)
+    # a discrete GPU keeps CUDA's free memory
+    h100 = serve.Machine(source="test", total_gib=79.19, free_gib=70.0, available_gib=70.0, unified=False)
+    assert serve.vllm_start_free(h100, spec) == (70.0, False)
 
 
 def test_context_that_does_not_fit_is_refused_with_the_longest_that_does():
@@ -341,8 +370,13 @@ def test_serving_budget_counts_a_capped_server_by_its_cap_once():
 
 
 def test_start_decision_from_facts_sees_the_page_cache():
-    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5)  # MemFree 12.7, MemAvailable 90.5 GiB
-    assert code == "G3.start_after_flush" and v["page_cache_gib"] > 70
+    # MemFree 12.7, MemAvailable 90.5 GiB: a vLLM before its unified-memory reading is refused until a flush; the
+    # current one reads MemAvailable less its context (engines.yaml vllm.unified_memory) and starts
+    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5, engine_version="0.10.1")
+    assert code == "G3.start_after_flush" and v["page_cache_gib"] > 70 and v["reads"] == "MemFree"
+    code, v = start_decision(load_facts_fixture("gb10_page_cache"), 0.5)
+    assert code == "G3.start_ok" and v["reads"] == "MemAvailable" and v["page_cache_gib"] is None
+    assert abs(v["free_gib"] - (94849180 / 2**20 - engine_value("vllm", "unified_memory")["context_gib"])) < 0.01
     assert start_decision(load_facts_fixture("gb10_ngc_2509_healthy"), 0.9)[0] == "G3.start_ok"
     assert start_decision(load_facts_fixture("gb10_vllm_default"), 0.5)[0] == "G3.start_fails"
 
@@ -419,10 +453,9 @@ def test_the_logged_kv_memory_gives_the_logged_token_counts_and_every_start_chec
     rows, _ = sa.evaluate(yaml.safe_load(sa.LOGS.read_text())["records"])
     # out of the arithmetic's reach, each for a reason its record states: a V0 non-driver worker's KV figure
     # (vllm#13061: kv_rank worker) and a drafter the launch line does not name (AEON-7#9: DFlash-10)
-    # The third (session 11's blind GB10 Gemma 4 launch with four LoRA adapters) is an OPEN miss: its cause was not found
-    # in the session (the record's miss_note says so); it is listed so the test guards every other record
-    known = {"vllm-13061-r1-distill-qwen14b-2x4090-tp2-u098", "vllm-aeon9-qwen36-27b-nvfp4-gb10-kvbytes36g",
-             "vllm-guardkit-gemma4-26b-a4b-lora4-gb10-u055-32k"}
+    # (session 11's blind GB10 Gemma 4 launch with four LoRA adapters now passes: vLLM >= 0.21 prints a sliding + full
+    # model's tokens as max concurrency x max_model_len, serve.vllm_swa_tokens)
+    known = {"vllm-13061-r1-distill-qwen14b-2x4090-tp2-u098", "vllm-aeon9-qwen36-27b-nvfp4-gb10-kvbytes36g"}
     given = [r for r in rows if r["what"] == "KV tokens given KV GiB"]
     assert len(given) >= 26
     assert {r["id"] for r in given if not r["ok"]} == known
@@ -1233,3 +1266,63 @@ def test_pipeline_stages_each_count_only_their_own_layers_in_the_kv_page():
     odd = dataclasses.replace(shape, attn_layers=41)
     assert serve.vllm_kv_tokens(odd, 14.04, 2.0, 1, 40960, pp=2) == serve.vllm_kv_tokens(
         dataclasses.replace(shape, attn_layers=21), 14.04, 2.0, 1, 40960)
+
+
+def test_vllm_counts_lora_slots_in_the_weights_and_prints_swa_tokens_per_request():
+    """Log guardkit (GB10, vLLM 0.25.0): Gemma-4-26B-A4B with --enable-lora --max-loras 4 --max-lora-rank 16 loads
+    53.62 GiB (the same checkpoint without LoRA: 48.5, jethac); vLLM builds 4 slots of rank 16 for q/k/v/o, the dense
+    MLP and all 128 experts of each layer (engines.yaml vllm.lora). Its 1.54 GiB of KV print 38,847 tokens = 1.19 x
+    32768: since the per-request report a sliding + full model's count is concurrency x max_model_len."""
+    shape = serve.resolve_shape("google/gemma-4-26B-A4B-it")
+    assert shape.full_kv_dim == 2 * 512 and shape.sliding_layers == 25 and shape.moe_layers == 30
+    base = ServeSpec(engine="vllm", model="google/gemma-4-26B-A4B-it", max_model_len=32768, max_num_seqs=4,
+                     limit_mm_per_prompt={"image": 0}, gpu_memory_utilization=0.55, engine_version="0.25.0")
+    lora = base.model_copy(update={"enable_lora": True, "max_loras": 4, "max_lora_rank": 16})
+    slots = serve.lora_slot_bytes(shape, lora) / 2**30
+    # per expert and slot 16 x (2 x 2816 + 2 x 704 + 704 + 2816) bf16 elements: 128 experts x 30 layers x 4 slots
+    assert 128 * 30 * 4 * 16 * (2 * 2816 + 3 * 704 + 2816) * 2 / 2**30 < slots < 5.1
+    gb10 = spark()
+    w0, w1 = serve.plan_serve(shape, base, gb10).weights_gib, serve.plan_serve(shape, lora, gb10).weights_gib
+    assert abs(w1 - w0 - slots) < 0.01 and abs(w1 - 53.62) / 53.62 < 0.05
+    assert serve.lora_slot_bytes(shape, base) == 0
+    # twice the slots, twice the bytes; TP2 splits only the B side of column layers and the A side of row layers
+    assert serve.lora_slot_bytes(shape, lora.model_copy(update={"max_loras": 8})) == 2 * serve.lora_slot_bytes(shape, lora)
+    assert serve.lora_slot_bytes(shape, lora) / 2 < serve.lora_slot_bytes(shape, lora.model_copy(update={"tensor_parallel": 2})) \
+        < serve.lora_slot_bytes(shape, lora)
+    # tokens given the logged KV: per request 1 full group x 32768/32 blocks + 5 sliding groups x (cdiv(1023 + 2048,
+    # 16) + 1) blocks of 5 x 128 KiB; 1.54 GiB -> ~1.27 requests x 32768 (the log: 1.19, 38,847)
+    tm = serve.vllm_token_model(shape, lora, batched_tokens=2048)
+    got = tm.tokens(1.54)
+    assert got == int((int(1.54 * 2**30 // (5 * 16 * 8192))) / (1024 + 5 * 193) * 32768)
+    assert abs(got - 38847) / 38847 < 0.10
+    # before the per-request report (0.20, jethac's log): blocks split over the 6 groups x 16 = 177,424 for 40.61 GiB
+    old = serve.vllm_token_model(shape, base.model_copy(update={"engine_version": "0.20.0", "max_model_len": 8192}))
+    assert abs(old.tokens(40.61) - 177440) <= 16
+    # the launch line carries the LoRA flags
+    s = parse_command("vllm serve google/gemma-4-26B-A4B-it --enable-lora --max-lora-rank 16 --max-loras 4")
+    assert (s.enable_lora, s.max_loras, s.max_lora_rank) == (True, 4, 16)
+
+
+def test_mistral_v02_has_no_sliding_window_unlike_v01():
+    """v0.2's config.json: "sliding_window": null, rope_theta 1e6, 32k positions (the model card: "No Sliding-Window
+    Attention"); v0.1 keeps its 4096-token window. The GPTQ copy resolves to v0.2."""
+    v2 = serve.resolve_shape("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ")
+    assert (v2.id, v2.sliding_layers, v2.sliding_window, v2.context_train) == ("mistral-7b-v0.2", 0, None, 32768)
+    assert serve.resolve_shape("mistralai/Mistral-7B-Instruct-v0.2").id == "mistral-7b-v0.2"
+    v1 = serve.resolve_shape("mistralai/Mistral-7B-Instruct-v0.1")
+    assert (v1.id, v1.sliding_layers, v1.sliding_window) == ("mistral-7b-v0.1", 32, 4096)
+    # same shapes otherwise: the same bytes per token and parameters
+    assert serve.kv_bytes_per_token(v1, 2.0) == serve.kv_bytes_per_token(v2, 2.0) == 32 * 2 * 8 * 128 * 2
+    assert v1.params_total == v2.params_total
+    # one request at 32k holds the whole context on every layer of v0.2, the window on v0.1
+    assert serve.request_kv_bytes(v2, 32768, 2.0) > 7 * serve.request_kv_bytes(v1, 32768, 2.0)
+
+
+def test_a_qat_checkpoint_stored_unquantized_resolves_to_its_base_in_bf16():
+    """jethac's GB10 log: google/gemma-4-26B-A4B-it-qat-q4_0-unquantized loads 48.5 GiB, as the bf16 base does: Google's
+    "-qat-q4_0-unquantized" copies keep the base shapes in bf16 (the q4_0 names the QAT target, not the storage)."""
+    name = "google/gemma-4-26B-A4B-it-qat-q4_0-unquantized"
+    assert "google/gemma-4-26B-A4B-it" in candidate_names(name)
+    shape = serve.resolve_shape(name)
+    assert shape.id == "gemma-4-26b-a4b"
+    assert serve.weight_format(shape, ServeSpec(engine="vllm", model=name)) == "bf16"

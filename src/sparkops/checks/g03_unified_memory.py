@@ -96,24 +96,55 @@ def pool_total_gib(facts: Facts) -> float | None:
     return facts.gpu.devices[0].memory_total_bytes / GIB  # type: ignore[operator]
 
 
-def vllm_start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[str, dict[str, Any]]:
-    """vLLM's start-up check on these facts: CUDA free (MemFree on unified memory) >= ceil(total x share).
-    One owner: ``plan --serve`` (planner/serve_budget.py) calls this too."""
+def _installed_vllm(facts: Facts) -> str | None:
+    """The vLLM release installed in the target environment, None when not read or not there."""
+    dists = facts.target.distributions
+    if not known(dists) or not dists:
+        return None
+    return next((v for k, v in dists.items() if k.lower().replace("_", "-") == "vllm"), None)  # type: ignore[union-attr]
+
+
+def vllm_reads_mem_available(version: str | None) -> bool:
+    """Whether this vLLM release reads free memory on an integrated GPU as MemAvailable (engines.yaml
+    vllm.unified_memory.since; None, a release not read, is the current one, which does)."""
+    import re
+
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if not m:
+        return True
+    since = [int(x) for x in str(engines_data()["engines"]["vllm"]["unified_memory"]["since"]).split(".")]
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) >= tuple(since + [0] * (3 - len(since)))
+
+
+def vllm_start_decision(facts: Facts, gpu_memory_utilization: float,
+                        engine_version: str | None = None) -> tuple[str, dict[str, Any]]:
+    """vLLM's start-up check on these facts: the free memory it reads >= ceil(total x share). On unified memory
+    vLLM (vllm/utils/mem_utils.py MemorySnapshot; engines.yaml vllm.unified_memory) reads psutil's MemAvailable
+    once its own context is up, so the page cache does not refuse the start; releases before that read CUDA's
+    free = MemFree, where the page cache counts as used. ``engine_version``: the release to judge (default: the
+    one installed in the target, else the current one). One owner: ``plan --serve`` (planner/serve_budget.py)
+    calls this too."""
     dev = facts.gpu.devices[0] if facts.gpu.devices else None
     unified = pool_is_unified(facts)
     total = pool_total_gib(facts)
     free = meminfo_gib(facts, "MemFree") if unified else (
         dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator, union-attr]
+    avail = meminfo_gib(facts, "MemAvailable") if unified else None
+    reads_available = unified and avail is not None and \
+        vllm_reads_mem_available(engine_version or _installed_vllm(facts))
+    if reads_available:
+        um = engines_data()["engines"]["vllm"]["unified_memory"]
+        free = avail - float(um["context_gib"])  # type: ignore[operator]
     if total is None or free is None:
         return "G3.start_unknown", {"reason": "total or free memory not in the facts"}
     requested = math.ceil(total * gpu_memory_utilization * GIB) / GIB
     cache = None
-    if unified:
-        avail = meminfo_gib(facts, "MemAvailable")
-        cache = None if avail is None else max(0.0, avail - free)
+    if unified and avail is not None and not reads_available:
+        cache = max(0.0, avail - free)
     values = {"total_gib": round(total, 2), "free_gib": round(free, 2), "requested_gib": round(requested, 2),
               "share": gpu_memory_utilization, "page_cache_gib": None if cache is None else round(cache, 2),
-              "largest_share_now": math.floor(free / total * 100) / 100}
+              "largest_share_now": max(0.0, math.floor(free / total * 100) / 100),
+              "reads": "MemAvailable" if reads_available else ("MemFree" if unified else "CUDA free")}
     if free >= requested:
         return "G3.start_ok", values
     if cache is not None and free + cache >= requested:
@@ -123,8 +154,9 @@ def vllm_start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[st
 
 def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Evidence]) -> None:
     """For a serving workload on a share-of-total engine (vLLM): would its start-up check pass now?
-    vLLM asks for share x TOTAL memory and compares it with CUDA free, which on unified memory is
-    MemFree, so page cache alone can refuse the start (engine accounting: knowledge/engines.yaml)."""
+    vLLM asks for share x TOTAL memory and compares it with the free memory it reads: MemAvailable less its own
+    context on unified memory since 0.11, CUDA's MemFree before, where page cache alone can refuse the start
+    (engine accounting: knowledge/engines.yaml vllm.unified_memory)."""
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return

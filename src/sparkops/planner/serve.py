@@ -86,6 +86,14 @@ class ServeShape:
     # the checkpoint's own MTP layers (config mtp_num_hidden_layers), loaded when an MTP method drafts
     mtp_layers: int = 0
     mtp_layer_params: int = 0  # one MTP layer with its fc and norms
+    # for vLLM's LoRA slots: query width (heads x head_dim; 0 = hidden) and the layers with a dense MLP beside
+    # (or instead of) the experts (-1 = every layer without experts, none with them)
+    q_dim: int = 0
+    dense_mlp_layers: int = -1
+    moe_layers: int = -1  # layers with experts (-1: every layer of an expert model)
+    # Gemma 4's full-attention layers: their own KV heads x head size (num_global_key_value_heads x
+    # global_head_dim; 0 = the sliding layers' kv_heads x head_dim)
+    full_kv_dim: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,8 @@ def shape_from_arch(arch: ModelArch) -> ServeShape:
         intermediate=arch.intermediate, experts=arch.experts, top_k=arch.experts_per_token,
         expert_intermediate=arch.expert_intermediate, vocab=arch.vocab, params_total=arch.params_total,
         params_embedding=arch.params_embedding, params_linear=arch.params_linear, params_expert=expert,
-        native_format=native)
+        native_format=native, q_dim=arch.q_dim, dense_mlp_layers=arch.layers - arch.moe_layers if arch.experts else arch.layers,
+        moe_layers=arch.moe_layers if arch.experts else 0)
 
 
 def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -> ServeShape:
@@ -253,7 +262,10 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
         sliding_window=int(window) if isinstance(window, int) else None,
         kv_heads=int(kv), head_dim=int(hd), hidden=h, intermediate=inter, experts=experts, top_k=top_k,
         expert_intermediate=e_inter, vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear,
-        params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm_state_bytes(cfg))
+        params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm_state_bytes(cfg),
+        q_dim=int(heads) * int(hd), dense_mlp_layers=layers if both or not experts else dense_layers, moe_layers=moe_layers,
+        full_kv_dim=int(cfg.get("num_global_key_value_heads") or kv) * int(cfg["global_head_dim"])
+        if n_sliding and cfg.get("global_head_dim") else 0)
 
 
 def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
@@ -781,18 +793,47 @@ def drafter_kv_layers(shape: ServeShape, layout: HybridLayout | None, drafter: D
 _UNSET: Any = object()
 
 
+def vllm_swa_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int, max_model_len: int,
+                    batched_tokens: int) -> int:
+    """'GPU KV cache size' of a model with sliding-window AND full-attention layers (Gemma 2/3/4, gpt-oss) as vLLM
+    prints it since the per-request report (engines.yaml vllm.hybrid_tokens_report_per_request_since):
+    int(max concurrency x max_model_len). Read from vllm/v1/core/kv_cache_utils.py (engines.yaml vllm.swa_groups):
+    pages made equal by growing the smaller page's block, layers in groups of the smaller count (the larger when
+    under 1.5x), a block slot = group size x page; a request needs cdiv(max_model_len, block) slots per full
+    group and cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1 per sliding group."""
+    if kv_gib <= 0:
+        return 0
+    base = int(engine_value("vllm", "block_size"))
+    s_tok = kv_layer_bytes(shape, kv_bytes, tp)
+    f_tok = s_tok if not shape.full_kv_dim else 2 * max(1, math.ceil(shape.full_kv_dim / max(1, tp))) * kv_bytes
+    page = base * max(s_tok, f_tok)
+    bs_s, bs_f = int(page // s_tok), int(page // f_tok)
+    n_s, n_f = shape.sliding_layers, shape.attn_layers - shape.sliding_layers
+    lo, hi = min(n_s, n_f), max(n_s, n_f)
+    gs = hi if hi < lo * 1.5 else lo
+    blocks = int(kv_gib * GIB // (page * gs))
+    win = min(int(shape.sliding_window or 0) - 1 + int(batched_tokens), max_model_len)
+    per_request = -(-n_f // gs) * -(-max_model_len // bs_f) + -(-n_s // gs) * (-(-win // bs_s) + 1)
+    return int(blocks / per_request * max_model_len)
+
+
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
                    *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0,
-                   per_group: bool = False, pp: int = 1) -> int:
+                   per_group: bool = False, pp: int = 1, batched_tokens: int = 2048) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
     the caller has already computed (None for a plain attention model); computed here when not given.
     ``per_group``: a hybrid model's figure as vLLM printed it before the per-request report (see
     hybrid_tokens_per_group). ``pp``: pipeline stages; a plain attention model's page then holds the largest
-    stage's layers (engines.yaml vllm.pipeline_kv_layers)."""
+    stage's layers (engines.yaml vllm.pipeline_kv_layers). ``batched_tokens``: max_num_batched_tokens, which sets
+    what a sliding-window group holds per request (vllm_swa_tokens)."""
     hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
         mml = max_model_len or shape.context_train or hy.block_tokens
         return hy.tokens(kv_gib, mml, per_group=per_group)
+    if not per_group and drafter is None and not extra_attn and pp == 1 and shape.sliding_window \
+            and 0 < shape.sliding_layers < shape.attn_layers and not shape.mla_dim:
+        mml = max_model_len or shape.context_train or shape.sliding_window
+        return vllm_swa_tokens(shape, kv_gib, kv_bytes, tp, mml, batched_tokens)
     block = int(engine_value("vllm", "block_size"))
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
     layers = shape.attn_layers + extra_attn
@@ -818,15 +859,19 @@ class VllmTokenModel:
     mtp: int
     per_group: bool
     pp: int = 1
+    batched_tokens: int = 2048  # max_num_batched_tokens (a sliding-window group's share per request)
 
     def tokens(self, kv_gib: float) -> int:
         return vllm_kv_tokens(self.shape, kv_gib, self.kv_bytes, self.tp, self.max_model_len, layout=self.layout,
-                              drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group, pp=self.pp)
+                              drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group, pp=self.pp,
+                              batched_tokens=self.batched_tokens)
 
 
-def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape | None = _UNSET) -> VllmTokenModel:
+def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape | None = _UNSET,
+                     batched_tokens: int | None = None) -> VllmTokenModel:
     """The token model of one vLLM launch. ``drafter``: one resolved by the caller (e.g. from the Hub); by default
-    the catalog's, when --speculative-config names one."""
+    the catalog's, when --speculative-config names one. ``batched_tokens``: the profiled max_num_batched_tokens
+    (the plan's overheads["profiled_tokens"]; default: the flag, else vLLM's small-GPU default)."""
     if drafter is _UNSET:
         drafter = drafter_shape(spec) if spec.speculative_method else None
     kvb = kv_dtype_bytes(spec)
@@ -834,7 +879,9 @@ def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape |
     mtp = mtp_drafting(spec, shape)
     return VllmTokenModel(shape=shape, kv_bytes=kvb, tp=tp, max_model_len=spec.max_model_len,
                           layout=vllm_hybrid_layout(shape, kvb, tp, drafter, mtp), drafter=drafter, mtp=mtp,
-                          per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel))
+                          per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel),
+                          batched_tokens=int(batched_tokens or spec.max_num_batched_tokens
+                                             or engine_value("vllm", "default_max_num_batched_tokens")["small_gpu"]))
 
 
 # ------------------------------------------------------------------ the machine
@@ -1260,9 +1307,11 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
         out.append(Uncertainty(
             term="unified-non-torch", assumed=f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU",
             kv_change_gib=[-hi, 0.0],
-            why="on unified memory vLLM reads the non-torch increase from CUDA's free memory, which also falls with the "
-                "page cache and the CPU heap of torch.compile/Triton during the profile run: start from a warm cache, "
-                "drop the page cache first, or pin the pool with --kv-cache-memory"))
+            why="on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py MemorySnapshot) and "
+                "charges every fall of it between init_device and the end of the profile run that torch's pool does "
+                "not hold as non-torch memory: the engine's own host heap (torch.compile/Triton during the profile "
+                "run) and any other process growing on the pool meanwhile; start from a warm compile cache with "
+                "nothing else starting, or pin the pool with --kv-cache-memory"))
     if "mm_encoder" in ov:
         gain = round(max(0.0, ov["activation_peak"] - ov["mm_lean_peak"]), 2)
         out.append(Uncertainty(
@@ -1318,6 +1367,37 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
 
 
+def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
+    """Bytes per tensor-parallel rank of vLLM's LoRA slots (engines.yaml vllm.lora): max_loras x max_lora_rank for
+    q/k/v/o, the dense MLP and every expert of every layer, in the model dtype (2 bytes). 0 without --enable-lora."""
+    if not spec.enable_lora:
+        return 0
+    c = engine_value("vllm", "lora")
+    n, r = spec.max_loras or c["default_max_loras"], spec.max_lora_rank or c["default_max_lora_rank"]
+    tp, h = max(1, spec.tensor_parallel), shape.hidden
+    q = shape.q_dim or h
+    kv = shape.kv_heads * shape.head_dim
+    # qkv (3 slices of A over the hidden size, B over the rank's outputs) and o (A over the rank's inputs)
+    attn = 3 * r * h + (q + 2 * kv) // tp * r + r * q // tp + h * r
+    dense = shape.dense_mlp_layers if shape.dense_mlp_layers >= 0 else (0 if shape.experts else shape.layers)
+    mlp = 2 * r * h + 2 * (shape.intermediate // tp) * r + r * (shape.intermediate // tp) + h * r
+    s = int(c["moe_w13_slices"])
+    ie = shape.expert_intermediate // tp
+    moe_layers = (shape.moe_layers if shape.moe_layers >= 0 else shape.layers) if shape.experts else 0
+    experts = shape.experts * (s * r * h + s * ie * r + r * ie + h * r)
+    return 2 * n * (shape.attn_layers * attn + dense * mlp + moe_layers * experts)
+
+
+def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
+    """The free memory vLLM's start-up check compares (GiB), and whether it is MemAvailable. On an integrated GPU
+    vLLM reads psutil's MemAvailable, not CUDA's MemFree (engines.yaml vllm.unified_memory), at a snapshot taken
+    after its own container and CUDA context are up: MemAvailable read beforehand less the assumed context."""
+    um = engine_value("vllm", "unified_memory")
+    if m.unified and m.available_gib is not None and _ge(_version(spec), um["since"]):
+        return round(m.available_gib - float(um["context_gib"]), 2), True
+    return m.free_gib, False
+
+
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
@@ -1360,16 +1440,27 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         notes.append(f"{drafter.method} drafter {drafter.id} ({drafter.source}): {size} "
                      f"in the weights, {counted} of its {drafter.layers} attention layers in the KV pool"
                      + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
-    free = m.free_gib
+    free, reads_available = vllm_start_free(m, spec)
     passes = None if free is None else free >= requested
     after = None
-    if passes is False and m.page_cache_gib is not None:
+    if passes is False and m.page_cache_gib is not None and not reads_available:
         after = free + m.page_cache_gib >= requested  # type: ignore[operator]
     largest = None if free is None else math.floor(free / m.total_gib * 100) / 100
     detail = (f"vLLM asks for gpu_memory_utilization x TOTAL = {util:g} x {m.total_gib:.2f} = {requested:.2f} GiB "
               "and refuses to start ('Free memory on device ... is less than desired GPU memory utilization') "
               "when CUDA's free memory is smaller")
-    if m.unified:
+    if reads_available:
+        um = engine_value("vllm", "unified_memory")
+        lo, hi = um["context_range_gib"]
+        detail += (f"; on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py "
+                   f"MemorySnapshot), after its own container and CUDA context are up: {m.available_gib:.2f} GiB "
+                   f"MemAvailable now - {um['context_gib']:g} GiB assumed = {free:.2f} GiB (public GB10 readings: "
+                   f"{lo:g}-{hi:g} GiB under MemAvailable); the page cache does not refuse the start")
+        if passes and free - (hi - um["context_gib"]) < requested:
+            notes.append(f"the start-up check passes by {free - requested:.2f} GiB: on kernels where vLLM's start "
+                         f"costs {hi:g} GiB before its check (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47) it fails; "
+                         "vLLM prints the free memory it read ('Free memory on device ... on startup')")
+    elif m.unified:
         detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
     start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
@@ -1527,13 +1618,24 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                     "its safetensors headers (read from the Hub)")
     ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
     weights_gib = wbytes / GIB / ranks
+    if spec.engine == "vllm" and spec.enable_lora:
+        lora = lora_slot_bytes(shape, spec) / GIB / max(1, spec.pipeline_parallel)
+        weights_gib += lora
+        c = engine_value("vllm", "lora")
+        wdetail += (f"; LoRA slots: {spec.max_loras or c['default_max_loras']} x rank "
+                    f"{spec.max_lora_rank or c['default_max_lora_rank']} for every attention, MLP and expert layer, "
+                    f"{lora:.2f} GiB per GPU in the model dtype (vLLM builds them at load, whatever the adapters target)")
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
             and spec.n_gpu_layers < shape.layers:
         wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
     kvb = kv_dtype_bytes(spec)
     tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
     # vLLM's token model (hybrid layout, drafter, MTP layers), built once per plan and passed on
-    tm = vllm_token_model(shape, spec, drafter) if spec.engine == "vllm" else None
+    tm = None
+    if spec.engine == "vllm":
+        batched = vllm_overheads(shape, spec, machine.total_gib, max(1, spec.tensor_parallel), machine.gpu_name,
+                                 machine.unified)["profiled_tokens"]
+        tm = vllm_token_model(shape, spec, drafter, int(batched))
     hy = tm.layout if tm is not None else None
     if tm is not None:
         p = _vllm(shape, spec, machine, weights_gib, tm)
@@ -1606,10 +1708,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside):
         with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
-    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and machine.free_gib is not None \
-            and machine.free_gib - others < (p.start.requested_gib or 0):
-        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, CUDA's free memory "
-                     f"({machine.free_gib - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
+    seen = p.start.free_gib  # what the start-up check reads (vLLM on unified memory: MemAvailable less its context)
+    if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and seen is not None \
+            and seen - others < (p.start.requested_gib or 0):
+        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, the free memory its "
+                     f"check reads ({seen - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
                      "start-up check asks for")
     if bad:
         verdict = "does-not-fit"
@@ -1624,17 +1727,21 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
         floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
             + (req or 0.0)
-        if p.start.passes is False and machine.free_gib is not None:
+        if p.start.passes is False and seen is not None:
             now = p.start.largest_share_now or 0.0
-            flushed = math.floor((machine.free_gib + (machine.page_cache_gib or 0.0)) / machine.total_gib * 100) / 100
+            # a flush helps only where the check reads CUDA's MemFree (passes_after_flush is None when it reads
+            # MemAvailable: the page cache is already counted as free there)
+            cache = (machine.page_cache_gib or 0.0) if p.start.passes_after_flush is not None else 0.0
+            flushed = math.floor((seen + cache) / machine.total_gib * 100) / 100
             if now * machine.total_gib >= floor_need:
                 sugg.append(f"--gpu-memory-utilization {now:.2f} passes the start-up check with today's free "
-                            f"memory ({machine.free_gib:.2f} of {machine.total_gib:.2f} GiB)")
-            if machine.page_cache_gib and flushed > now and flushed * machine.total_gib >= floor_need:
+                            f"memory ({seen:.2f} of {machine.total_gib:.2f} GiB)")
+            if cache and flushed > now and flushed * machine.total_gib >= floor_need:
                 sugg.append(f"drop the page cache first (sync; echo 3 > /proc/sys/vm/drop_caches, as root): "
                             f"then --gpu-memory-utilization {flushed:.2f} passes")
             if flushed * machine.total_gib < floor_need:
-                sugg.append(f"even with the page cache dropped, {flushed * machine.total_gib:.2f} GiB is free and this "
+                sugg.append(f"{'even with the page cache dropped, ' if cache else ''}"
+                            f"{flushed * machine.total_gib:.2f} GiB is free and this "
                             f"server needs {floor_need:.2f} GiB: stop other jobs, or a smaller model or quantization")
         if fits_len is False and longest:
             sugg.append(f"--max-model-len {longest // 1024 * 1024 if longest >= 1024 else longest} fits the pool")

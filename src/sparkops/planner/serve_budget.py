@@ -80,9 +80,10 @@ def serving_budget(facts: Facts, jobs: list[BudgetJob], *, os_reserve_gib: float
                          os_reserve_gib=os_reserve_gib, neighbours=b.neighbours, planned=b.planned)
 
 
-def start_decision(facts: Facts, gpu_memory_utilization: float) -> tuple[str, dict[str, Any]]:
+def start_decision(facts: Facts, gpu_memory_utilization: float,
+                   engine_version: str | None = None) -> tuple[str, dict[str, Any]]:
     """vLLM's start-up check on these facts (the G3 owner decides it; see
     :func:`sparkops.checks.g03_unified_memory.vllm_start_decision`)."""
     from sparkops.checks.g03_unified_memory import vllm_start_decision
 
-    return vllm_start_decision(facts, gpu_memory_utilization)
+    return vllm_start_decision(facts, gpu_memory_utilization, engine_version)

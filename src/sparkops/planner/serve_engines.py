@@ -108,6 +108,10 @@ class ServeSpec(_M):
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no dummy multimodal batch in the profile run
+    # vLLM LoRA serving: --enable-lora builds max_loras adapter slots of max_lora_rank on the GPU at load time
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
@@ -176,7 +180,8 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--kv-transfer-config": ("kv_connector", "connector"), "--speculative-config": ("speculative", "speculative"),
          "--speculative-model": ("speculative_model", "str"), "--num-speculative-tokens": ("num_speculative_tokens", "int"),
          "--limit-mm-per-prompt": ("limit_mm_per_prompt", "mm"), "--language-model-only": ("language_model_only", "flag"),
-         "--skip-mm-profiling": ("skip_mm_profiling", "flag")}
+         "--skip-mm-profiling": ("skip_mm_profiling", "flag"), "--enable-lora": ("enable_lora", "flag"),
+         "--max-loras": ("max_loras", "int"), "--max-lora-rank": ("max_lora_rank", "int")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -195,7 +200,8 @@ _TRTLLM = {"--model": ("model", "str"), "--tp-size": ("tensor_parallel", "int"),
 _BOOL_NOARG = {"--enforce-eager", "--swa-full", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
                "--no-enable-prefix-caching", "--enable-chunked-prefill", "--disable-log-stats", "-fa", "--flash-attn",
                "--jinja", "--mlock", "--no-mmap", "--enable-auto-tool-choice", "--disable-cuda-graph",
-               "--disable-radix-cache", "--language-model-only", "-fmoe", "-rtr", "--cont-batching", "--skip-mm-profiling"}
+               "--disable-radix-cache", "--language-model-only", "-fmoe", "-rtr", "--cont-batching", "--skip-mm-profiling",
+               "--enable-lora"}
 
 
 def _norm_flag(tok: str) -> str:
@@ -453,7 +459,8 @@ def gguf_type_from_name(name: str | None) -> str | None:
 
 _QUANT_SUFFIX = re.compile(
     r"([-_.](fp8|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w8a8|w4a16|quantized(\.[a-z0-9]+)?|gguf|"
-    r"\d+bit|instruct-2507|thinking-2507|2507|dynamic|ud-[a-z0-9_]+|i?q\d(_[a-z0-9]+)*|f16|bf16))+$", re.IGNORECASE)
+    r"\d+bit|instruct-2507|thinking-2507|2507|dynamic|ud-[a-z0-9_]+|i?q\d(_[a-z0-9]+)*|f16|bf16|qat|unquantized))+$",
+    re.IGNORECASE)
 
 _OLLAMA_FAMILY = {"gemma3": "gemma-3", "gemma2": "gemma-2", "llama3.1": "llama-3.1", "llama3.2": "llama-3.2",
                   "llama3.3": "llama-3.3", "qwen2.5": "qwen2.5", "qwen3": "qwen3", "phi4": "phi-4", "phi3": "phi-3",
