@@ -169,6 +169,33 @@ def test_names_formats_and_gguf_types():
     assert format_from_name("nvidia/Llama-3.3-70B-Instruct-NVFP4") == "nvfp4"
     assert format_from_name("meta-llama/Llama-3.1-8B-Instruct") is None
     assert format_from_name("x", "fp8") == "fp8"
+
+
+def test_compressed_tensors_is_a_container_so_the_name_says_the_scheme():
+    """vLLM reads a compressed-tensors checkpoint's scheme from its quantization_config; the flag names only the
+    container (blind v12: RedHatAI/Qwen3.6-35B-A3B-NVFP4 was priced as bf16, 65.39 GiB against 21.86 loaded)."""
+    assert format_from_name("RedHatAI/Qwen3.6-35B-A3B-NVFP4", "compressed-tensors") == "nvfp4"
+    assert format_from_name("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "compressed-tensors") == "fp8"
+    assert format_from_name("RedHatAI/Qwen3-8B-quantized.w4a16", "compressed-tensors") == "gptq"
+    assert format_from_name("someone/Llama-3.1-8B-Instruct", "compressed-tensors") is None
+
+
+def test_the_nvfp4_compressed_tensors_logs_weigh_what_vllm_loaded():
+    """The scorer's weights rows of the four blind-v12 logs of that checkpoint ("Model loading took 21.86 GiB")."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("serve_accuracy", root / "benchmarks" / "serve_accuracy.py")
+    sa = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sa)
+    records = [r for r in yaml.safe_load(sa.LOGS.read_text())["records"]
+               if r.get("model") == "RedHatAI/Qwen3.6-35B-A3B-NVFP4"]
+    rows, _ = sa.evaluate(records)
+    weights = [r for r in rows if r["what"] == "weights GiB/rank"]
+    assert len(weights) == 4 and all(r["ok"] for r in weights), weights
     assert gguf_type_from_name("Qwen3-30B-A3B-UD-Q4_K_XL.gguf") == "Q4_K_M"
     assert gguf_type_from_name("Qwen3-Coder-30B-A3B-Instruct-Q8_0.gguf") == "Q8_0"
     assert gguf_type_from_name("qwen3:30b") is None
@@ -453,7 +480,7 @@ def test_the_logged_kv_memory_gives_the_logged_token_counts_and_every_start_chec
     rows, _ = sa.evaluate(yaml.safe_load(sa.LOGS.read_text())["records"])
     # out of the arithmetic's reach, each for a reason its record states: a V0 non-driver worker's KV figure
     # (vllm#13061: kv_rank worker) and a drafter the launch line does not name (AEON-7#9: DFlash-10)
-    # (session 11's blind GB10 Gemma 4 launch with four LoRA adapters now passes: vLLM >= 0.21 prints a sliding + full
+    # (blind round v11's GB10 Gemma 4 launch with four LoRA adapters now passes: vLLM >= 0.21 prints a sliding + full
     # model's tokens as max concurrency x max_model_len, serve.vllm_swa_tokens)
     known = {"vllm-13061-r1-distill-qwen14b-2x4090-tp2-u098", "vllm-aeon9-qwen36-27b-nvfp4-gb10-kvbytes36g"}
     given = [r for r in rows if r["what"] == "KV tokens given KV GiB"]
@@ -1201,7 +1228,7 @@ def test_the_offline_llm_class_profiles_its_own_default_token_budget():
     assert serve.vllm_overheads(shape, llm, 79.2, 1, "H100 80GB")["profiled_tokens"] == 16384.0
 
 
-# ---- one token model for the plan and the scorer (issue 20, session 11)
+# ---- one token model for the plan and the scorer (issue 20, round 20k)
 
 _TWIN_LINES = [
     # a plain attention model; an MTP launch of a hybrid (gated-DeltaNet) model; a DFlash drafter beside a hybrid

@@ -434,8 +434,11 @@ def format_from_name(model: str | None, quantization: str | None = None) -> str 
             # vLLM takes FP8 vs NVFP4 from the checkpoint's ModelOpt quant_algo, not from the flag
             # (config: quant_algo "NVFP4" -> quant_method "modelopt_fp4"); the name is what says which here
             return "nvfp4"
-        return {"compressed-tensors": None, "modelopt": "fp8", "modelopt_fp4": "nvfp4", "awq_marlin": "awq",
-                "gptq_marlin": "gptq", "bitsandbytes": "int4", "fp8": "fp8", "mxfp4": "mxfp4"}.get(q, q)
+        if q != "compressed-tensors":
+            return {"modelopt": "fp8", "modelopt_fp4": "nvfp4", "awq_marlin": "awq", "gptq_marlin": "gptq",
+                    "bitsandbytes": "int4", "fp8": "fp8", "mxfp4": "mxfp4"}.get(q, q)
+        # compressed-tensors is a container: vLLM reads the scheme (NVFP4, FP8, W4A16, W8A8) from the checkpoint's
+        # quantization_config, so the flag says nothing and the name is what says which here
     if not model:
         return None
     low = model.lower()
