@@ -1353,3 +1353,19 @@ def test_a_qat_checkpoint_stored_unquantized_resolves_to_its_base_in_bf16():
     shape = serve.resolve_shape(name)
     assert shape.id == "gemma-4-26b-a4b"
     assert serve.weight_format(shape, ServeSpec(engine="vllm", model=name)) == "bf16"
+
+
+@pytest.mark.parametrize("version", [None, "V0", "0.10.1.1", "0.11.0", "0.24.0", "nightly"])
+def test_plan_serve_and_g3_read_vllms_free_memory_by_one_rule(version):
+    """What vLLM's start-up check reads on a Spark (MemAvailable less its context since 0.11, MemFree before) is
+    decided once, by the G3 owner; plan --serve asks it rather than keeping a copy."""
+    from sparkops.checks.g03_unified_memory import vllm_free_reading
+    from sparkops.planner.serve_engines import ServeSpec
+
+    m = serve.Machine(source="test", total_gib=121.69, free_gib=20.0, available_gib=90.0, unified=True)
+    spec = ServeSpec(engine="vllm", model="Qwen/Qwen3-8B", engine_version=version)
+    free, reads_available = serve.vllm_start_free(m, spec)
+    owner_free, owner_reads = vllm_free_reading(True, 20.0, 90.0, version)
+    assert (free, reads_available) == (round(owner_free, 2), owner_reads)
+    assert reads_available is (version not in ("V0", "0.10.1.1"))
+    assert free == (20.0 if not reads_available else round(90.0 - engine_value("vllm", "unified_memory")["context_gib"], 2))

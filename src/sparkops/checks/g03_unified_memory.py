@@ -106,14 +106,27 @@ def _installed_vllm(facts: Facts) -> str | None:
 
 def vllm_reads_mem_available(version: str | None) -> bool:
     """Whether this vLLM release reads free memory on an integrated GPU as MemAvailable (engines.yaml
-    vllm.unified_memory.since; None, a release not read, is the current one, which does)."""
+    vllm.unified_memory.since; None, a release not read, is the current one, which does; "V0" is older)."""
     import re
 
+    if version and re.match(r"\s*v0\b", version, re.IGNORECASE):
+        return False
     m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
     if not m:
         return True
     since = [int(x) for x in str(engines_data()["engines"]["vllm"]["unified_memory"]["since"]).split(".")]
     return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) >= tuple(since + [0] * (3 - len(since)))
+
+
+def vllm_free_reading(unified: bool, cuda_free_gib: float | None, mem_available_gib: float | None,
+                      version: str | None) -> tuple[float | None, bool]:
+    """The free memory vLLM's start-up check compares (GiB) and whether it is MemAvailable: on unified memory a
+    release that reads MemAvailable sees it less its own context (engines.yaml vllm.unified_memory.context_gib),
+    otherwise CUDA's free (MemFree on unified memory). The one rule for preflight's G3 and ``plan --serve``."""
+    if unified and mem_available_gib is not None and vllm_reads_mem_available(version):
+        um = engines_data()["engines"]["vllm"]["unified_memory"]
+        return mem_available_gib - float(um["context_gib"]), True
+    return cuda_free_gib, False
 
 
 def vllm_start_decision(facts: Facts, gpu_memory_utilization: float,
@@ -130,11 +143,7 @@ def vllm_start_decision(facts: Facts, gpu_memory_utilization: float,
     free = meminfo_gib(facts, "MemFree") if unified else (
         dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator, union-attr]
     avail = meminfo_gib(facts, "MemAvailable") if unified else None
-    reads_available = unified and avail is not None and \
-        vllm_reads_mem_available(engine_version or _installed_vllm(facts))
-    if reads_available:
-        um = engines_data()["engines"]["vllm"]["unified_memory"]
-        free = avail - float(um["context_gib"])  # type: ignore[operator]
+    free, reads_available = vllm_free_reading(unified, free, avail, engine_version or _installed_vllm(facts))
     if total is None or free is None:
         return "G3.start_unknown", {"reason": "total or free memory not in the facts"}
     requested = math.ceil(total * gpu_memory_utilization * GIB) / GIB

@@ -1392,10 +1392,10 @@ def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
     """The free memory vLLM's start-up check compares (GiB), and whether it is MemAvailable. On an integrated GPU
     vLLM reads psutil's MemAvailable, not CUDA's MemFree (engines.yaml vllm.unified_memory), at a snapshot taken
     after its own container and CUDA context are up: MemAvailable read beforehand less the assumed context."""
-    um = engine_value("vllm", "unified_memory")
-    if m.unified and m.available_gib is not None and _ge(_version(spec), um["since"]):
-        return round(m.available_gib - float(um["context_gib"]), 2), True
-    return m.free_gib, False
+    from sparkops.checks.g03_unified_memory import vllm_free_reading  # the G3 owner's rule, not a copy
+
+    free, reads_available = vllm_free_reading(m.unified, m.free_gib, m.available_gib, spec.engine_version)
+    return (round(free, 2) if reads_available and free is not None else free), reads_available
 
 
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
