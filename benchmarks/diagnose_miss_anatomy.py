@@ -35,12 +35,11 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import diagnose_second_reader as second_reader  # noqa: E402
 from diagnose_cv import BLIND_RULES, blind_kb, load_sets  # noqa: E402
 
 from sparkops.diagnose.matcher import candidates, match  # noqa: E402
@@ -90,16 +89,8 @@ def locate(why: str, lines: list[str]) -> tuple[int | None, float]:
 
 
 def study_rows(study: Path) -> dict[str, dict]:
-    """case -> reader label, confidence, why (both readers)."""
-    out = {}
-    for reader in ("A", "B"):
-        key = yaml.safe_load((study / "key" / f"{reader}.yaml").read_text(encoding="utf-8"))
-        labels = yaml.safe_load((study / f"{reader}-labels.yaml").read_text(encoding="utf-8"))
-        for anon, k in key.items():
-            a = labels.get(anon) or {}
-            out[k["case"]] = {"anon": anon, "read": str(a.get("label")), "high": a.get("confidence") == "high",
-                              "why": " ".join(str(a.get("why", "")).split())}
-    return out
+    """case -> reader label, confidence, why (both readers), as the study's own loader reads them."""
+    return {r["case"]: r for r in second_reader.load(study / "key", study)}
 
 
 def anatomy(study: Path) -> list[dict]:

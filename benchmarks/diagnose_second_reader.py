@@ -31,8 +31,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from diagnose_learn import LABELS, _pct  # noqa: E402  (the CV's labels and percentage cells)
+
 CASES = ROOT / "tests" / "diagnose"
-LABELS = tuple(f"G{i}" for i in range(1, 11)) + ("none",)
 # the training sets of benchmarks/diagnose_learn.py's SETS, split in two readers' halves of similar size
 READERS = {"A": ("cases", "holdout", "holdout2"),
            "B": ("holdout3", "holdout4", "holdout5", "holdout6", "topup8", "topup11")}
@@ -90,10 +92,6 @@ def kappa(pairs: list[tuple[str, str]]) -> float:
     fa, fb = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
     chance = sum(fa[x] * fb[x] for x in LABELS) / (n * n)
     return (seen - chance) / (1 - chance) if chance < 1 else 1.0
-
-
-def _pct(ok: int, n: int) -> str:
-    return f"{ok}/{n} = {100 * ok / n:.1f} %" if n else "-"
 
 
 def score(rows: list[dict], tool: dict | None) -> str:
