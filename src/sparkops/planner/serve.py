@@ -1216,10 +1216,11 @@ def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int) -> tuple[float,
     return float(engine_value("vllm", "cudagraph_first_capture_gib")) + max(0, graphs - modes) * per, graphs
 
 
-def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "",
-                   unified: bool = False) -> dict[str, float]:
-    """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank). ``unified``: a device
-    whose NVML memory query is not supported (GB10), so vLLM's batch defaults see no device memory."""
+def vllm_profiled_batch(shape: ServeShape, spec: ServeSpec, total_gib: float, gpu_name: str = "",
+                        unified: bool = False) -> tuple[int, int]:
+    """The tokens and sequences vLLM's profile run batches (max_num_batched_tokens, max_num_seqs: the flags, else
+    the defaults this device gets). ``unified``: a device whose NVML memory query is not supported (GB10), so
+    vLLM's batch defaults see no device memory."""
     s = shape
     d_tok = engine_value("vllm", "default_max_num_batched_tokens")
     d_seq = engine_value("vllm", "default_max_num_seqs")
@@ -1237,7 +1238,17 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
         key = ("llm_" if (spec.entrypoint or "").lower() == "llm" else "") + ("large_gpu" if large else "small_gpu")
         tokens = spec.max_num_batched_tokens or d_tok[key]
     seqs = spec.max_num_seqs or d_seq["large_gpu" if large else "small_gpu"]
-    act = tokens * activation_bytes_per_token(s, tp, v0=v == (0, 0, 0)) / GIB
+    return tokens, seqs
+
+
+def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int, gpu_name: str = "",
+                   unified: bool = False) -> dict[str, float]:
+    """The profile run's activation peak, non-torch memory and CUDA graphs (GiB per rank), for the batch
+    vllm_profiled_batch says it profiles."""
+    s = shape
+    tokens, seqs = vllm_profiled_batch(shape, spec, total_gib, gpu_name, unified)
+    v0 = _version(spec) == (0, 0, 0)
+    act = tokens * activation_bytes_per_token(s, tp, v0=v0) / GIB
     choice = vllm_sampler(spec, gpu_name)
     sampler = sampler_gib(s, seqs, tokens, choice.kind)
     enc = vllm_encoder_profile(s, spec, int(tokens), int(seqs), tp)
@@ -1633,8 +1644,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     # vLLM's token model (hybrid layout, drafter, MTP layers), built once per plan and passed on
     tm = None
     if spec.engine == "vllm":
-        batched = vllm_overheads(shape, spec, machine.total_gib, max(1, spec.tensor_parallel), machine.gpu_name,
-                                 machine.unified)["profiled_tokens"]
+        batched, _seqs = vllm_profiled_batch(shape, spec, machine.total_gib, machine.gpu_name, machine.unified)
         tm = vllm_token_model(shape, spec, drafter, int(batched))
     hy = tm.layout if tm is not None else None
     if tm is not None:
