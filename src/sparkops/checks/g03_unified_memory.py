@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from sparkops.checks import container, g03_fragmentation, identity, pool_budget
-from sparkops.checks.base import CheckContext, Reason, ev, reason
+from sparkops.checks.base import CheckContext, Reason, ev, installed, reason
 from sparkops.core.findings import Evidence, Finding
 from sparkops.core.units import GIB, gb_to_gib
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
@@ -96,14 +96,6 @@ def pool_total_gib(facts: Facts) -> float | None:
     return facts.gpu.devices[0].memory_total_bytes / GIB  # type: ignore[operator]
 
 
-def _installed_vllm(facts: Facts) -> str | None:
-    """The vLLM release installed in the target environment, None when not read or not there."""
-    dists = facts.target.distributions
-    if not known(dists) or not dists:
-        return None
-    return next((v for k, v in dists.items() if k.lower().replace("_", "-") == "vllm"), None)  # type: ignore[union-attr]
-
-
 def vllm_reads_mem_available(version: str | None) -> bool:
     """Whether this vLLM release reads free memory on an integrated GPU as MemAvailable (engines.yaml
     vllm.unified_memory.since; None, a release not read, is the current one, which does; "V0" is older)."""
@@ -143,7 +135,7 @@ def vllm_start_decision(facts: Facts, gpu_memory_utilization: float,
     free = meminfo_gib(facts, "MemFree") if unified else (
         dev.memory_free_bytes / GIB if dev is not None and known(dev.memory_free_bytes) else None)  # type: ignore[operator, union-attr]
     avail = meminfo_gib(facts, "MemAvailable") if unified else None
-    free, reads_available = vllm_free_reading(unified, free, avail, engine_version or _installed_vllm(facts))
+    free, reads_available = vllm_free_reading(unified, free, avail, engine_version or installed(facts).get("vllm"))
     if total is None or free is None:
         return "G3.start_unknown", {"reason": "total or free memory not in the facts"}
     requested = math.ceil(total * gpu_memory_utilization * GIB) / GIB
