@@ -150,7 +150,10 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
                     rows.append(_num(rid, ENV_KV, given.kv.available_gib, obs["kv_gib"], what))
                 if tokens_obs:
                     rows.append(_num(rid, ENV_TOKENS, given.kv.tokens, tokens_obs, what))
-            if total and "kv_gib" in obs and "cudagraph_estimate_gib" in obs and res.overheads.get("cudagraph"):
+            # only where the version subtracts its estimate from the budget (serve.graphs_in_budget): a 0.19.1 log
+            # prints the estimate but sizes the pool without it, so feeding it in would move nothing real
+            if total and "kv_gib" in obs and "cudagraph_estimate_gib" in obs and res.overheads.get("cudagraph") \
+                    and serve.graphs_in_budget(spec):
                 given_kv = res.kv.available_gib + res.overheads["cudagraph"] - obs["cudagraph_estimate_gib"]
                 rows.append(_num(rid, "KV GiB given the log's CUDA-graph estimate", given_kv, obs["kv_gib"],
                                  f"estimate {obs['cudagraph_estimate_gib']} GiB vs modelled {res.overheads['cudagraph']}"))

@@ -637,15 +637,40 @@ def test_cuda_graph_count_is_vllms_capture_sizes():
     assert (n, n_v10) == (86, 51) and est > est_v10 > 0  # FULL decode graphs only since 0.11
 
 
-def test_graphs_count_against_the_kv_budget_only_since_0_21_and_not_when_turned_off():
+def test_graphs_count_against_the_kv_budget_only_since_0_19_2_and_not_when_turned_off():
     m = serve.Machine(source="t", total_gib=79.2, free_gib=79.2, gpu_name="H100 80GB")
     line = "vllm serve qwen3-8b --max-model-len 32768"
-    new, old = _vllm(line, "0.28.0", m), _vllm(line, "0.20.1", m)
+    new, old = _vllm(line, "0.28.0", m), _vllm(line, "0.19.1", m)
     off = _vllm("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 " + line, "0.28.0", m)
     graphs = new.overheads["cudagraph"]
     assert off.kv.available_gib == pytest.approx(new.kv.available_gib + graphs, abs=0.011)
     assert off.footprint_gib == pytest.approx(new.footprint_gib + graphs, abs=0.011)  # captured outside the budget
     assert "cudagraph" in [u.term for u in new.uncertainties] and "cudagraph" not in [u.term for u in old.uncertainties]
+
+
+def test_the_graph_estimate_is_in_the_budget_exactly_where_the_recorded_logs_say_so():
+    # each vLLM log that prints which way its CUDA-graph profiling went: 0.19.1 "In v0.19, CUDA graph memory profiling
+    # will be enabled by default ... To try it now" (off), a 0.19.2rc1 main build and 0.20.0 "CUDA graph memory
+    # profiling is enabled (default since v0.21.0)" (on, whatever the text's version): engines.yaml
+    # vllm.cudagraph_in_budget_since, vllm PR #38284
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("serve_accuracy", root / "benchmarks" / "serve_accuracy.py")
+    sa = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sa)
+    seen = {True: 0, False: 0}
+    for rec in yaml.safe_load(sa.LOGS.read_text())["records"]:
+        log = rec.get("log") or ""
+        on, off = "CUDA graph memory profiling is enabled" in log, "will be enabled by default" in log
+        if rec["engine"] != "vllm" or on == off:
+            continue
+        assert serve.graphs_in_budget(sa.spec_of(rec)) is on, rec["id"]
+        seen[on] += 1
+    assert seen[True] >= 3 and seen[False] >= 1
 
 
 def test_named_uncertainties_bracket_the_pool_and_say_why():

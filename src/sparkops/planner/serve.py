@@ -1274,8 +1274,9 @@ def _compiles_in_profile(spec: ServeSpec) -> bool:
     return not spec.enforce_eager and _version(spec) != (0, 0, 0) and not spec.kv_cache_memory_bytes
 
 
-def _graphs_in_budget(spec: ServeSpec) -> bool:
-    """Since v0.21 vLLM subtracts its CUDA-graph estimate from the KV budget (=0 turns it off)."""
+def graphs_in_budget(spec: ServeSpec) -> bool:
+    """Since the 0.19.2 line (engines.yaml vllm.cudagraph_in_budget_since; vllm PR #38284) vLLM subtracts its
+    CUDA-graph estimate from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns it off)."""
     return (not spec.enforce_eager and _ge(_version(spec), engine_value("vllm", "cudagraph_in_budget_since"))
             and spec.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") != "0")
 
@@ -1296,7 +1297,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
             kv_change_gib=[min(0.0, delta), max(0.0, delta)],
             why=f"{choice.why}; with {other} the peak is {alt:.2f} GiB"))
-    if _graphs_in_budget(spec):
+    if graphs_in_budget(spec):
         lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
         g = ov["cudagraph"]
         out.append(Uncertainty(
@@ -1422,7 +1423,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         kv_avail = spec.kv_cache_memory_bytes / GIB
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
-        graphs = ov["cudagraph"] if _graphs_in_budget(spec) else 0.0
+        graphs = ov["cudagraph"] if graphs_in_budget(spec) else 0.0
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
         if _version(spec) == (0, 0, 0) and tp * spec.pipeline_parallel > 1:
             # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
@@ -1498,7 +1499,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                                                   "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak",
                                                   "mtp_counted", "drafter_counted")}
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
-                 footprint=requested + (0.0 if _graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
+                 footprint=requested + (0.0 if graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
 
 
