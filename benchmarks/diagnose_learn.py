@@ -65,7 +65,7 @@ LABELS = (*GOTCHAS, NONE)
 FAMILIES = {"G3": ["memory"], "G4": ["thermal"], "G5": ["speed", "bandwidth"], "G6": ["memory"],
             "G7": ["speed"], "G10": ["speed", "bandwidth"]}
 PARAMS = tuple(["c." + k for k in CANDIDATE_FEATURES] + ["p." + g for g in GOTCHAS]
-               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only", "t.knn"])
+               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"])
 INDEX = {k: i for i, k in enumerate(PARAMS)}
 L2 = 1.0
 VETOS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: never veto
@@ -198,67 +198,19 @@ def text_scores(c: dict, model) -> dict[str, float]:
     return text_log_odds(frozenset(c[TOKENS]), vocab, docs, totals, LABELS, ALPHA)
 
 
-KNN = "off"  # round 18q: "feat"/"swap": the labels of the k nearest training reports as evidence (results v21)
-KNN_K = 7  # neighbours, weighted by their cosine (declared before any run, not tuned)
-
-
-def fit_knn(train: list[dict]) -> tuple[dict[str, float], list[tuple[dict[str, float], str]]]:
-    """The training reports themselves: each one's unit tf-idf vector over the words the shipped text layer knows
-    (fit_rocchio's idf: words of >= MIN_GROUPS source groups that survive in some centroid), with its label."""
-    idf, _cent = fit_rocchio(train)
-    out = []
-    for c in train:
-        v = {t: idf[t] for t in c[TOKENS] if t in idf}
-        z = math.sqrt(sum(x * x for x in v.values()))
-        if z:
-            out.append(({t: x / z for t, x in v.items()}, c["label"]))
-    return idf, out
-
-
-def knn_shares(c: dict, model) -> dict[str, float]:
-    """Per label: the cosine-weighted share of that label among the KNN_K training reports nearest to ``c``
-    (neighbours with cosine 0 do not count; no neighbour: every share 0)."""
-    idf, docs = model
-    v = {t: idf[t] for t in c[TOKENS] if t in idf}
-    z = math.sqrt(sum(x * x for x in v.values())) or 1.0
-    sims = sorted(((sum(x * d.get(t, 0.0) for t, x in v.items()) / z, lab) for d, lab in docs), key=lambda t: -t[0])
-    near = [(s, lab) for s, lab in sims[:KNN_K] if s > 0]
-    tot = sum(s for s, _ in near)
-    share = {lab: 0.0 for lab in LABELS}
-    for s, lab in near:
-        share[lab] += s / tot
-    return share
-
-
-def knn_scores(c: dict, model) -> dict[str, float] | None:
-    """What the kNN evidence gives each gotcha: its share (--knn feat), or its share minus "none"'s (--knn swap,
-    the same lean-against-none form as the shipped text score, > 0 adds a text-only candidate)."""
-    if KNN == "off" or model is None:
-        return None
-    share = knn_shares(c, model)
-    if KNN == "swap":
-        return {g: share[g] - share[NONE] for g in GOTCHAS}
-    return {g: share[g] for g in GOTCHAS}
-
-
-def attach(c: dict, scores: dict[str, float] | None, kn: dict[str, float] | None = None) -> None:
+def attach(c: dict, scores: dict[str, float] | None) -> None:
     """The case's rows, labels, target and caps with the text layer's feature (or without it: scores None)."""
     rows = [list(r) for r in c["rows0"][:-1]]
     labels = list(c["labels0"][:-1])
     cap = dict(c["cap0"])
-    if scores is not None and KNN == "swap" and kn is not None:
-        scores = kn
-    extra = (lambda g: [(INDEX["t.knn"], kn[g])] if kn is not None and kn[g] else []) if KNN == "feat" else (
-        lambda g: [])
     if scores is not None:
         for g, row in zip(labels, rows, strict=True):
             row.append((INDEX["t.text"], scores[g]))
-            row.extend(extra(g))
         if TEXT_ONLY:
             for g in GOTCHAS:
                 if g not in labels and scores[g] > TEXT_ONLY_AT:
                     labels.append(g)
-                    rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)] + extra(g))
+                    rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)])
                     cap[g] = 0.79  # no rule evidence to show: never high confidence (learned.CEILING)
     rows.append(list(c["rows0"][-1]))
     labels.append(NONE)
@@ -278,9 +230,8 @@ def attach_oof(train: list[dict], folds: int = TEXT_FOLDS) -> None:
         held = [c for c in train if _fold_of(c["group"], folds, "text") == k]
         if held:
             m = fit_rocchio(inner) if TEXT == "rocchio" else fit_text(inner)
-            km = fit_knn(inner) if KNN != "off" else None
             for c in held:
-                attach(c, text_scores(c, m), knn_scores(c, km))
+                attach(c, text_scores(c, m))
 
 
 def attach_fitted(test: list[dict], train: list[dict]) -> None:
@@ -289,9 +240,8 @@ def attach_fitted(test: list[dict], train: list[dict]) -> None:
             attach(c, None)
         return
     m = fit_rocchio(train) if TEXT == "rocchio" else fit_text(train)
-    km = fit_knn(train) if KNN != "off" else None
     for c in test:
-        attach(c, text_scores(c, m), knn_scores(c, km))
+        attach(c, text_scores(c, m))
 
 
 # --- the conditional logit -----------------------------------------------------------------------------------------
@@ -629,14 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
                          "comparison such as benchmarks/diagnose_second_reader.py")
-    ap.add_argument("--knn", default="off", choices=("off", "feat", "swap"),
-                    help="round 18q: the labels of the 7 nearest training reports (cosine-weighted share) as one more "
-                         "feature (feat) or as the text feature itself (swap); tried, results v21")
     args = ap.parse_args(argv)
-    global KNN
-    KNN = args.knn
-    if KNN != "off" and (args.text != "rocchio" or args.write):
-        raise SystemExit("--knn reads the rocchio text layer and is not shipped (--write)")
     sets = [s for s in args.sets.split(",") if s]
     global POLICY, RULES, TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS, TOKENS
     TOKENS = args.tokens
