@@ -14,6 +14,7 @@ from typing import Any
 from sparkops.checks import container, g03_fragmentation, identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, installed, reason
 from sparkops.core.findings import Evidence, Finding
+from sparkops.core.releases import at_least, release
 from sparkops.core.units import GIB, gb_to_gib
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
@@ -99,15 +100,15 @@ def pool_total_gib(facts: Facts) -> float | None:
 def vllm_reads_mem_available(version: str | None) -> bool:
     """Whether this vLLM release reads free memory on an integrated GPU as MemAvailable (engines.yaml
     vllm.unified_memory.since; None, a release not read, is the current one, which does; "V0" is older)."""
-    import re
+    return at_least(release(version), engines_data()["engines"]["vllm"]["unified_memory"]["since"])
 
-    if version and re.match(r"\s*v0\b", version, re.IGNORECASE):
-        return False
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
-    if not m:
-        return True
-    since = [int(x) for x in str(engines_data()["engines"]["vllm"]["unified_memory"]["since"]).split(".")]
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) >= tuple(since + [0] * (3 - len(since)))
+
+def vllm_default_share(version: str | None) -> float:
+    """vLLM's default --gpu-memory-utilization in this release (engines.yaml vllm.default_gpu_memory_utilization and
+    _by_release: 0.9, 0.92 since the CUDA-graph estimate entered the budget); None is the current release."""
+    vllm = engines_data()["engines"]["vllm"]
+    rows = [r for r in vllm.get("default_gpu_memory_utilization_by_release", []) if at_least(release(version), r["since"])]
+    return float(max(rows, key=lambda r: release(str(r["since"])))["share"] if rows else vllm["default_gpu_memory_utilization"])
 
 
 def vllm_free_reading(unified: bool, cuda_free_gib: float | None, mem_available_gib: float | None,
@@ -161,7 +162,7 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return
-    share = float(engines_data()["engines"]["vllm"]["default_gpu_memory_utilization"])
+    share = vllm_default_share(installed(ctx.facts).get("vllm"))
     code, v = vllm_start_decision(ctx.facts, share)
     evidence.append(ev("vllm start-up check", {"share": share, **v}))
     if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads

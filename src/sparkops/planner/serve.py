@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.checks import pool_budget
+from sparkops.checks.g03_unified_memory import vllm_default_share  # the G3 owner's default share by release
 from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
     ServeInputError,
@@ -1413,7 +1414,7 @@ def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
-    util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
+    util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version)
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
@@ -1735,7 +1736,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
     if spec.engine == "vllm":
-        util = spec.gpu_memory_utilization or engine_value("vllm", "default_gpu_memory_utilization")
+        util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version)
         floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
             + (req or 0.0)
         if p.start.passes is False and seen is not None:
