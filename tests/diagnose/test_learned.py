@@ -298,9 +298,9 @@ def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidenc
     assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH
 
 
-# --- sealed blind sets (issue 18, rounds 18i, 18k) ---------------------------------------------------------------------
+# --- sealed blind sets (issue 18, rounds 18i, 18k, 18r) ----------------------------------------------------------------
 
-SEALED = ("holdout12", "holdout13")  # scored once, blind; never trained or tuned on (their README.md)
+SEALED = ("holdout12", "holdout13", "holdout14")  # scored once, blind; never trained or tuned on (their README.md)
 
 
 @pytest.mark.parametrize("name", SEALED)
