@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -878,8 +878,13 @@ def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape |
     kvb = kv_dtype_bytes(spec)
     tp = max(1, spec.tensor_parallel)
     mtp = mtp_drafting(spec, shape)
+    layout = vllm_hybrid_layout(shape, kvb, tp, drafter, mtp)
+    if layout is not None and spec.enable_prefix_caching is False:
+        # prefix caching off: mamba_cache_mode 'none', MambaSpec.max_memory_usage_bytes = 1 page per request
+        # (engines.yaml vllm.hybrid_kv_state_pages_no_prefix_caching)
+        layout = replace(layout, state_pages_per_request=int(engine_value("vllm", "hybrid_kv_state_pages_no_prefix_caching")))
     return VllmTokenModel(shape=shape, kv_bytes=kvb, tp=tp, max_model_len=spec.max_model_len,
-                          layout=vllm_hybrid_layout(shape, kvb, tp, drafter, mtp), drafter=drafter, mtp=mtp,
+                          layout=layout, drafter=drafter, mtp=mtp,
                           per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel),
                           batched_tokens=int(batched_tokens or spec.max_num_batched_tokens
                                              or engine_value("vllm", "default_max_num_batched_tokens")["small_gpu"]))

@@ -119,6 +119,9 @@ class ServeSpec(_M):
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: not named, vLLM's default, on); off sets a hybrid
+    # model's mamba_cache_mode to 'none': one state page per request instead of 'align''s two
+    enable_prefix_caching: bool | None = None
     entrypoint: str | None = None  # vLLM: "serve" (the OpenAI server, default) or "llm" (the offline LLM class)
     ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
     parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
@@ -181,7 +184,9 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--speculative-model": ("speculative_model", "str"), "--num-speculative-tokens": ("num_speculative_tokens", "int"),
          "--limit-mm-per-prompt": ("limit_mm_per_prompt", "mm"), "--language-model-only": ("language_model_only", "flag"),
          "--skip-mm-profiling": ("skip_mm_profiling", "flag"), "--enable-lora": ("enable_lora", "flag"),
-         "--max-loras": ("max_loras", "int"), "--max-lora-rank": ("max_lora_rank", "int")}
+         "--max-loras": ("max_loras", "int"), "--max-lora-rank": ("max_lora_rank", "int"),
+         "--enable-prefix-caching": ("enable_prefix_caching", "flag"),
+         "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -287,8 +292,8 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
             flag = _norm_flag(name)
             if flag in table:
                 fld, kind = table[flag]
-                if kind == "flag":
-                    spec[fld] = True
+                if kind in ("flag", "noflag"):
+                    spec[fld] = kind == "flag"
                     i += 1
                     continue
                 if not eq:
