@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.checks import pool_budget
 from sparkops.checks.g03_unified_memory import vllm_default_share  # the G3 owner's default share by release
+from sparkops.core.releases import OLD_ENGINE, Release, at_least, release
 from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
     ServeInputError,
@@ -1049,15 +1050,9 @@ class ServePlanResult(_M):
 # ------------------------------------------------------------------ engine accounting
 
 
-def _version(spec: ServeSpec) -> tuple[int, int, int] | None:
-    """The engine version to model; None = the current one. 'V0' -> (0, 0, 0); '0.11.x' -> (0, 11, 0)."""
-    v = spec.engine_version
-    if not v:
-        return None
-    if re.match(r"\s*v0\b", v, re.IGNORECASE):
-        return (0, 0, 0)
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", v)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+def _version(spec: ServeSpec) -> Release | None:
+    """The engine version to model (core/releases.py, the reading G3 uses too); None = the current one."""
+    return release(spec.engine_version)
 
 
 def hybrid_tokens_per_group(spec: ServeSpec) -> bool:
@@ -1066,12 +1061,9 @@ def hybrid_tokens_per_group(spec: ServeSpec) -> bool:
     return not _ge(_version(spec), str(engine_value("vllm", "hybrid_tokens_report_per_request_since")))
 
 
-def _ge(v: tuple[int, int, int] | None, s: str) -> bool:
+def _ge(v: Release | None, s: str) -> bool:
     """Is the modelled version at least ``s`` ("0.21", "0.11.1")? The current version (None) is."""
-    if v is None:
-        return True
-    want = tuple(int(x) for x in s.split("."))
-    return v >= want + (0,) * (3 - len(want))
+    return at_least(v, s)
 
 
 def activation_bytes_per_token(s: ServeShape, tp: int, *, v0: bool = False) -> float:
@@ -1103,7 +1095,7 @@ def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
     installed = spec.flashinfer_installed
     where = f" in {spec.installed_in}" if spec.installed_in else ""
     v = _version(spec)
-    if v == (0, 0, 0):
+    if v == OLD_ENGINE:
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
     row = next((r for r in engine_value("vllm", "sampler_by_version") if _ge(v, r["since"])), None)
     native = (row or {}).get("native", "sort")
@@ -1181,7 +1173,7 @@ def vllm_encoder_profile(shape: ServeShape, spec: ServeSpec, tokens: int, seqs: 
     when the model has no (known) tower, the tower is not loaded, --skip-mm-profiling is set, images are off, or
     the engine is V0."""
     v = shape.vision
-    if v is None or spec.skip_mm_profiling or not vision_tower_loaded(spec) or _version(spec) == (0, 0, 0):
+    if v is None or spec.skip_mm_profiling or not vision_tower_loaded(spec) or _version(spec) == OLD_ENGINE:
         return None
     item = v.image_tokens()
     lim = (spec.limit_mm_per_prompt or {}).get("image")
@@ -1235,7 +1227,7 @@ def vllm_profiled_batch(shape: ServeShape, spec: ServeSpec, total_gib: float, gp
     if unified and engine_value("vllm", "batch_defaults_without_nvml_memory") == "small_gpu":
         large = False
     v = _version(spec)
-    if v == (0, 0, 0):  # V0 without chunked prefill profiles a whole max_model_len prompt
+    if v == OLD_ENGINE:  # V0 without chunked prefill profiles a whole max_model_len prompt
         c = engine_value("vllm", "v0_chunked_prefill")
         mml = spec.max_model_len or s.context_train
         chunked = bool(mml and mml > c["above_max_model_len"] and not s.sliding_layers and not s.mla_dim)
@@ -1253,7 +1245,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     vllm_profiled_batch says it profiles."""
     s = shape
     tokens, seqs = vllm_profiled_batch(shape, spec, total_gib, gpu_name, unified)
-    v0 = _version(spec) == (0, 0, 0)
+    v0 = _version(spec) == OLD_ENGINE
     act = tokens * activation_bytes_per_token(s, tp, v0=v0) / GIB
     choice = vllm_sampler(spec, gpu_name)
     sampler = sampler_gib(s, seqs, tokens, choice.kind)
@@ -1277,7 +1269,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
 def _compiles_in_profile(spec: ServeSpec) -> bool:
     """vLLM V1 with compilation on: torch.compile's first run happens inside the profile run that sizes the pool
     (engines.yaml vllm.compile_cache_warm_gain_gib)."""
-    return not spec.enforce_eager and _version(spec) != (0, 0, 0) and not spec.kv_cache_memory_bytes
+    return not spec.enforce_eager and _version(spec) != OLD_ENGINE and not spec.kv_cache_memory_bytes
 
 
 def graphs_in_budget(spec: ServeSpec) -> bool:
@@ -1431,7 +1423,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     else:
         graphs = ov["cudagraph"] if graphs_in_budget(spec) else 0.0
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
-        if _version(spec) == (0, 0, 0) and tp * spec.pipeline_parallel > 1:
+        if _version(spec) == OLD_ENGINE and tp * spec.pipeline_parallel > 1:
             # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
             # the forward pass alone and print a larger KV figure; the executor keeps the smallest rank's block
             # count (min over workers), the driver's
