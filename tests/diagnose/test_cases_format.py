@@ -21,6 +21,9 @@ LABELS = {f"G{n}" for n in range(1, 11)} | {"none"}
 KINDS = {"positive", "hard-negative"}
 INPUT_KINDS = {"traceback", "log", "dmesg", "issue-text", "collect-env", "nvidia-smi", "mixed"}
 REQUIRED = ("id", "source", "label", "kind", "why", "input_kind", "text")
+# A label changed after the set was built carries a note: the date, the old -> new label, the reason and the source.
+OPTIONAL = ("relabelled",)
+RELABEL_NOTE = re.compile(r"(\d{4}-\d{2}-\d{2}) \(round \w+\): (G\d+|none) -> (G\d+|none)\. .*Source: \S+", re.S)
 MAX_TEXT_LINES = 60
 ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 URL_PATTERN = re.compile(r"https?://[^\s/]+\.[^\s/]+/\S*")
@@ -51,10 +54,15 @@ def check_case(case: object, path: Path, *, stripped: bool = False) -> None:
     assert isinstance(case, dict), "a case file holds one mapping"
     missing = [k for k in REQUIRED if k not in case]
     assert not missing, f"missing fields: {missing}"
-    unknown = set(case) - set(REQUIRED)
+    unknown = set(case) - set(REQUIRED) - set(OPTIONAL)
     assert not unknown, f"unexpected fields: {sorted(unknown)}"
     for key in REQUIRED:
         assert isinstance(case[key], str) and case[key].strip(), f"{key} must be a non-empty string"
+    if "relabelled" in case:
+        note = RELABEL_NOTE.match(str(case["relabelled"]))
+        assert note, "relabelled: 'YYYY-MM-DD (round R): OLD -> NEW. reason ... Source: path-or-URL'"
+        assert note.group(3) == case["label"], "the relabelled note's new label is the case's label"
+        assert note.group(2) != note.group(3), "a relabelled note records a change"
 
     assert ID_PATTERN.fullmatch(case["id"]), f"id {case['id']!r} is not lowercase [a-z0-9-]"
     assert case["id"] == path.stem, "id must equal the file name without .yaml"
