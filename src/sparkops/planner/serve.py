@@ -96,6 +96,9 @@ class ServeShape:
     # Gemma 4's full-attention layers: their own KV heads x head size (num_global_key_value_heads x
     # global_head_dim; 0 = the sliding layers' kv_heads x head_dim)
     full_kv_dim: int = 0
+    # an untied lm_head's parameters in params_total (0: tied, or not known); a pipeline's last stage holds a
+    # vocabulary matrix either way (vllm_stage_weight_shifts)
+    params_lm_head: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def shape_from_arch(arch: ModelArch) -> ServeShape:
         expert_intermediate=arch.expert_intermediate, vocab=arch.vocab, params_total=arch.params_total,
         params_embedding=arch.params_embedding, params_linear=arch.params_linear, params_expert=expert,
         native_format=native, q_dim=arch.q_dim, dense_mlp_layers=arch.layers - arch.moe_layers if arch.experts else arch.layers,
-        moe_layers=arch.moe_layers if arch.experts else 0)
+        moe_layers=arch.moe_layers if arch.experts else 0, params_lm_head=arch.params_lm_head)
 
 
 def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -> ServeShape:
@@ -267,7 +270,7 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
         params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm_state_bytes(cfg),
         q_dim=int(heads) * int(hd), dense_mlp_layers=layers if both or not experts else dense_layers, moe_layers=moe_layers,
         full_kv_dim=int(cfg.get("num_global_key_value_heads") or kv) * int(cfg["global_head_dim"])
-        if n_sliding and cfg.get("global_head_dim") else 0)
+        if n_sliding and cfg.get("global_head_dim") else 0, params_lm_head=head)
 
 
 def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
@@ -819,14 +822,42 @@ def vllm_swa_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int, 
     return int(blocks / per_request * max_model_len)
 
 
+def pp_stage_layers(layers: int, pp: int, partition: str | None = None) -> tuple[int, ...]:
+    """The decoder layers of each pipeline stage as vLLM's get_pp_indices splits them (engines.yaml
+    vllm.pipeline_stages): ``partition`` (VLLM_PP_LAYER_PARTITION, "23,24,24,23") when set, else layers // pp each
+    and the remainder one layer at a time from the second-last stage backwards (94 / 4 -> 23, 24, 24, 23)."""
+    pp = max(1, pp)
+    if partition is not None:
+        try:
+            parts = tuple(int(x) for x in partition.split(","))
+        except ValueError as exc:
+            raise ServeInputError(f"VLLM_PP_LAYER_PARTITION {partition!r} is not a list of layer counts") from exc
+        if len(parts) != pp or sum(parts) != layers:
+            raise ServeInputError(f"VLLM_PP_LAYER_PARTITION {partition!r}: vLLM needs {pp} counts summing to the "
+                                  f"model's {layers} layers")
+        return parts
+    out = [layers // pp] * pp
+    start = int(engine_value("vllm", "pipeline_stages")["remainder_from_stage"])
+    for i in range(layers % pp):
+        out[start - i] += 1
+    return tuple(out)
+
+
+def _blocks(kv_gib: float, page_bytes: float) -> int:
+    """Whole KV blocks of ``page_bytes`` in a pool of ``kv_gib`` (0 for an empty or negative pool)."""
+    return int(kv_gib * GIB // page_bytes) if kv_gib > 0 else 0
+
+
 def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 1, max_model_len: int | None = None,
                    *, layout: HybridLayout | None = _UNSET, drafter: DrafterShape | None = None, extra_attn: int = 0,
-                   per_group: bool = False, pp: int = 1, batched_tokens: int = 2048) -> int:
+                   per_group: bool = False, pp: int = 1, batched_tokens: int = 2048,
+                   stage_layers: tuple[int, ...] = ()) -> int:
     """vLLM's 'GPU KV cache size: N tokens' for a KV pool of ``kv_gib`` per rank. ``layout``: the hybrid layout
     the caller has already computed (None for a plain attention model); computed here when not given.
     ``per_group``: a hybrid model's figure as vLLM printed it before the per-request report (see
     hybrid_tokens_per_group). ``pp``: pipeline stages; a plain attention model's page then holds the largest
-    stage's layers (engines.yaml vllm.pipeline_kv_layers). ``batched_tokens``: max_num_batched_tokens, which sets
+    stage's layers (engines.yaml vllm.pipeline_kv_layers; ``stage_layers``, the token model's split, when given,
+    else get_pp_indices' default split). ``batched_tokens``: max_num_batched_tokens, which sets
     what a sliding-window group holds per request (vllm_swa_tokens)."""
     hy = vllm_hybrid_layout(shape, kv_bytes, tp, drafter, extra_attn) if layout is _UNSET else layout
     if hy is not None:
@@ -840,9 +871,9 @@ def vllm_kv_tokens(shape: ServeShape, kv_gib: float, kv_bytes: float, tp: int = 
     extra = drafter.kv_layer_bytes(kv_bytes, tp) * drafter.layers if drafter is not None else 0.0
     layers = shape.attn_layers + extra_attn
     if pp > 1 and engine_value("vllm", "pipeline_kv_layers") == "per_stage":
-        layers = -(-layers // pp)
+        layers = max(stage_layers) if stage_layers else max(pp_stage_layers(layers, pp))
     page = (kv_layer_bytes(shape, kv_bytes, tp) * layers + extra) * block
-    return int(kv_gib * GIB // page) * block if kv_gib > 0 else 0
+    return _blocks(kv_gib, page) * block
 
 
 @dataclass(frozen=True)
@@ -862,11 +893,25 @@ class VllmTokenModel:
     per_group: bool
     pp: int = 1
     batched_tokens: int = 2048  # max_num_batched_tokens (a sliding-window group's share per request)
+    # the KV layers of each pipeline stage, where the plan sizes the stages one by one (vllm_pp_stages); () else
+    stage_layers: tuple[int, ...] = ()
 
     def tokens(self, kv_gib: float) -> int:
+        """Tokens of a pool of ``kv_gib`` on every rank (one figure: a pipeline's largest stage sets the page)."""
         return vllm_kv_tokens(self.shape, kv_gib, self.kv_bytes, self.tp, self.max_model_len, layout=self.layout,
                               drafter=self.drafter, extra_attn=self.mtp, per_group=self.per_group, pp=self.pp,
-                              batched_tokens=self.batched_tokens)
+                              batched_tokens=self.batched_tokens, stage_layers=self.stage_layers)
+
+    def stage_blocks(self, kv_gib: float, stage: int) -> int:
+        """The KV blocks one pipeline stage's pool holds in pages of its own layers."""
+        block = int(engine_value("vllm", "block_size"))
+        return _blocks(kv_gib, kv_layer_bytes(self.shape, self.kv_bytes, self.tp) * self.stage_layers[stage] * block)
+
+    def stage_tokens(self, kv_by_stage: list[float]) -> int:
+        """'GPU KV cache size' of a pipeline whose stages profiled these pools: every worker keeps the smallest
+        block count (get_kv_cache_configs) and reports it x block_size."""
+        block = int(engine_value("vllm", "block_size"))
+        return min(self.stage_blocks(kv, i) for i, kv in enumerate(kv_by_stage)) * block
 
 
 def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape | None = _UNSET,
@@ -884,9 +929,15 @@ def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape |
         # prefix caching off: mamba_cache_mode 'none', MambaSpec.max_memory_usage_bytes = 1 page per request
         # (engines.yaml vllm.hybrid_kv_state_pages_no_prefix_caching)
         layout = replace(layout, state_pages_per_request=int(engine_value("vllm", "hybrid_kv_state_pages_no_prefix_caching")))
+    pp = max(1, spec.pipeline_parallel)
+    stages: tuple[int, ...] = ()
+    if pp > 1 and layout is None and drafter is None and not mtp and not shape.sliding_layers \
+            and shape.attn_layers == shape.layers and _version(spec) != OLD_ENGINE:
+        # full attention in every layer: a stage's KV layers are its decoder layers (engines.yaml vllm.pipeline_stages)
+        stages = pp_stage_layers(shape.layers, pp, spec.env.get(engine_value("vllm", "pipeline_stages")["partition_env"]))
     return VllmTokenModel(shape=shape, kv_bytes=kvb, tp=tp, max_model_len=spec.max_model_len,
-                          layout=layout, drafter=drafter, mtp=mtp,
-                          per_group=hybrid_tokens_per_group(spec), pp=max(1, spec.pipeline_parallel),
+                          layout=layout, drafter=drafter, mtp=mtp, stage_layers=stages,
+                          per_group=hybrid_tokens_per_group(spec), pp=pp,
                           batched_tokens=int(batched_tokens or spec.max_num_batched_tokens
                                              or engine_value("vllm", "default_max_num_batched_tokens")["small_gpu"]))
 
@@ -986,6 +1037,19 @@ class Uncertainty(_M):
     why: str
 
 
+class StageKV(_M):
+    """One pipeline stage's worker (vLLM): what it holds and the KV blocks its own pool would keep alone."""
+
+    stage: int
+    layers: int
+    weights_gib: float
+    activation_peak_gib: float
+    cudagraph_gib: float
+    kv_gib: float  # the pool this worker profiles ('Available KV cache memory' on its line)
+    blocks: int  # that pool in pages of the stage's own layers; every worker keeps the smallest
+    limiting: bool  # this stage's blocks are the smallest (the plan's weights and KV pool are its)
+
+
 class KVInfo(_M):
     dtype_bytes: float
     bytes_per_token: float  # all attention layers of one rank
@@ -1001,6 +1065,8 @@ class KVInfo(_M):
     other_ranks_gib: float | None = None
     sliding_layers: int = 0
     mla: bool = False
+    # vLLM with pipeline parallel: each stage's worker (empty: one stage, or a model the stages are not sized for)
+    stages: list[StageKV] = Field(default_factory=list)
 
 
 class StartCheck(_M):
@@ -1200,16 +1266,17 @@ def spec_query_len(spec: ServeSpec) -> int:
     return 1 + (spec.num_speculative_tokens or 0) if spec.speculative_method else 1
 
 
-def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int) -> tuple[float, int]:
+def cudagraph_gib(shape: ServeShape, spec: ServeSpec, seqs: int, layers: float | None = None) -> tuple[float, int]:
     """vLLM's CUDA-graph memory estimate per rank and the number of graphs it captures: the first
-    capture, then every further graph at a cost per decoder layer on the rank."""
+    capture, then every further graph at a cost per decoder layer on the rank (``layers``: a pipeline stage's
+    own; default the layers over the pipeline's stages)."""
     q = spec_query_len(spec)
     sizes = cudagraph_sizes(seqs, q)
     graphs = len(sizes)
     if _ge(_version(spec), engine_value("vllm", "cudagraph_capture")["full_decode_since"]):
         graphs += len([s for s in sizes if s <= seqs * q])  # FULL decode graphs beside the PIECEWISE ones
     modes = 2 if graphs > len(sizes) else 1
-    layers = shape.layers / max(1, spec.pipeline_parallel)
+    layers = shape.layers / max(1, spec.pipeline_parallel) if layers is None else layers
     per = engine_value("vllm", "cudagraph_per_graph_mib_per_layer") * layers / 1024
     return float(engine_value("vllm", "cudagraph_first_capture_gib")) + max(0, graphs - modes) * per, graphs
 
@@ -1375,6 +1442,7 @@ class _Plan:
     notes: list[str]
     uncertainties: list[Uncertainty] = field(default_factory=list)
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
+    stages: list[StageKV] = field(default_factory=list)  # vLLM pipeline stages, sized one by one
 
 
 def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
@@ -1398,6 +1466,53 @@ def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
     return 2 * n * (shape.attn_layers * attn + dense * mlp + moe_layers * experts)
 
 
+def vllm_stage_weight_shifts(shape: ServeShape, fmt: str, base_bytes: int, stage_layers: tuple[int, ...],
+                             tp: int) -> list[float]:
+    """GiB each pipeline stage's rank holds above (or below) the average rank's base weights (``base_bytes``, all
+    ranks, as weights_bytes counts them): its own decoder layers' share, the embedding matrix on the first stage and
+    a vocabulary matrix on the last (lm_head; a tied model's last stage builds its own embed_tokens for it), engines.yaml
+    vllm.pipeline_stages. Everything else the plan adds to the weights (vision tower, MTP, drafter, LoRA slots) stays
+    spread evenly over the stages."""
+    c = engine_value("vllm", "pipeline_stages")
+    n = len(stage_layers)
+    per_param = 4 if fmt == "fp32" else 2  # embeddings / lm_head are kept in the model dtype (weights_bytes)
+    vocab = shape.params_embedding * per_param
+    layer = (base_bytes - vocab - shape.params_lm_head * per_param) / max(1, shape.layers)
+    out = []
+    for i, layers in enumerate(stage_layers):
+        own = layers * layer + vocab * ((i == c["embedding_stage"] % n) + (i == c["lm_head_stage"] % n))
+        out.append((own - base_bytes / n) / max(1, tp) / GIB)
+    return out
+
+
+def vllm_pp_stages(shape: ServeShape, spec: ServeSpec, requested: float, stage_weights: list[float],
+                   ov: dict[str, float], tm: VllmTokenModel, graphs_counted: bool) -> list[StageKV]:
+    """Each pipeline stage's worker sized as vLLM sizes it (engines.yaml vllm.pipeline_stages): the same requested
+    share less its own weights, its own profile peak (the dummy sampler runs on the last stage only), the non-torch
+    memory and the CUDA graphs of its own layers; its blocks in pages of its own layers. The smallest block count is
+    the one every worker keeps."""
+    c = engine_value("vllm", "pipeline_stages")
+    n = len(tm.stage_layers)
+    sampler_stage = c["sampler_stage"] % n
+    forward_peak = max(ov["forward_gib"] + ov.get("mm_encoder_cache", 0.0), ov.get("mm_encoder", 0.0))
+    rows = []
+    for i, layers in enumerate(tm.stage_layers):
+        act = ov["activation_peak"] if i == sampler_stage else forward_peak
+        graphs = 0.0
+        if not spec.enforce_eager:
+            graphs = cudagraph_gib(shape, spec, int(ov["profiled_seqs"]), layers=layers)[0]
+        if spec.kv_cache_memory_bytes:
+            kv = spec.kv_cache_memory_bytes / GIB
+        else:
+            kv = requested - stage_weights[i] - act - ov["non_torch"] - (graphs if graphs_counted else 0.0)
+        rows.append((i, layers, stage_weights[i], act, graphs, kv, tm.stage_blocks(kv, i)))
+    least = min(r[6] for r in rows)
+    lim = next(r[0] for r in rows if r[6] == least)
+    return [StageKV(stage=i, layers=n_l, weights_gib=round(w, 2), activation_peak_gib=round(a, 3),
+                    cudagraph_gib=round(g, 3), kv_gib=round(kv, 2), blocks=b, limiting=i == lim)
+            for i, n_l, w, a, g, kv, b in rows]
+
+
 def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
     """The free memory vLLM's start-up check compares (GiB), and whether it is MemAvailable. On an integrated GPU
     vLLM reads psutil's MemAvailable, not CUDA's MemFree (engines.yaml vllm.unified_memory), at a snapshot taken
@@ -1408,8 +1523,11 @@ def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
     return (round(free, 2) if reads_available and free is not None else free), reads_available
 
 
-def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel) -> _Plan:
-    """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers)."""
+def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel,
+          stage_weights: list[float] | None = None) -> _Plan:
+    """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers).
+    ``stage_weights``: each pipeline stage's weights (GiB per rank) where tm sizes the stages one by one; the plan's
+    weights, KV pool and tokens are then the limiting stage's (vllm_pp_stages)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
     util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version)
     tp = spec.tensor_parallel
@@ -1433,6 +1551,18 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
     tokens = tm.tokens(kv_avail)
+    stages: list[StageKV] = []
+    if stage_weights and tm.stage_layers:
+        stages = vllm_pp_stages(shape, spec, requested, stage_weights, ov, tm, graphs_in_budget(spec))
+        lim = next(s for s in stages if s.limiting)
+        tokens = lim.blocks * int(engine_value("vllm", "block_size"))
+        kv_avail, weights_gib = lim.kv_gib, stage_weights[lim.stage]
+        notes.append(f"pipeline parallel: the stages hold {', '.join(str(s.layers) for s in stages)} layers "
+                     "(vLLM's get_pp_indices), the first the embedding, the last the lm_head and the sampler's profile "
+                     "peak; each sizes its KV from its own weights and layers ("
+                     + ", ".join(f"{s.kv_gib:.2f} GiB = {s.blocks:,} blocks" for s in stages)
+                     + f") and every worker keeps the smallest count, stage {lim.stage}'s: weights and KV pool here are "
+                     "that stage's")
     if hy is not None:
         pads = hy.padding()
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers keep a {hy.state_bytes / 2**20:.2f} MiB state per request "
@@ -1496,9 +1626,12 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     shown = {k: v for k, v in ov.items() if k not in ("profiled_seqs", "cudagraphs_captured", "sampler_gib", "forward_gib",
                                                   "kv_before_speculative", "mm_items", "mm_item_tokens", "mm_lean_peak",
                                                   "mtp_counted", "drafter_counted")}
+    if stages:  # the limiting stage's own terms (the uncertainties above keep the last stage's profile)
+        lim = next(s for s in stages if s.limiting)
+        shown.update(activation_peak=lim.activation_peak_gib, cudagraph=lim.cudagraph_gib)
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=requested + (0.0 if graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
-                 start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other)
+                 start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other, stages=stages)
 
 
 def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -1604,6 +1737,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
     wbytes, wdetail = weights_bytes(shape, fmt, spec.engine, max(1, spec.tensor_parallel))
+    base_bytes = wbytes  # the checkpoint alone, before the tower, drafter, MTP and LoRA terms
     if shape.params_vision and spec.engine == "vllm":
         if vision_tower_loaded(spec):
             wbytes += shape.params_vision * 2
@@ -1647,7 +1781,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         tm = vllm_token_model(shape, spec, drafter, int(batched))
     hy = tm.layout if tm is not None else None
     if tm is not None:
-        p = _vllm(shape, spec, machine, weights_gib, tm)
+        stage_w = None
+        if tm.stage_layers:
+            stage_w = [weights_gib + d for d in vllm_stage_weight_shifts(shape, fmt, base_bytes, tm.stage_layers,
+                                                                          max(1, spec.tensor_parallel))]
+        p = _vllm(shape, spec, machine, weights_gib, tm, stage_w)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "trtllm":
@@ -1693,7 +1831,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
                 available_range_gib=rng, other_ranks_gib=p.kv_other_ranks,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
-                max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim))
+                max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim),
+                stages=p.stages)
 
     # one budget with preflight's G6/G3 (checks/pool_budget.py): the other planned jobs beside this
     # server's footprint, against what the pool can give now less the OS reserve
@@ -1793,7 +1932,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         engine=spec.engine, engine_modelled_version=info.modelled_version, spec=spec,
         model=ServeModelInfo(id=shape.id, name=shape.name, source=shape.source,
                              params_b=round(shape.params_total / 1e9, 3), format=fmt, weights_detail=wdetail),
-        weights_gib=round(weights_gib, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
+        weights_gib=round(p.weights, 2), overheads={k: round(v, 3) for k, v in p.overheads.items()}, kv=kv,
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
         budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
         suggestions=sugg, notes=notes, uncertainties=list(p.uncertainties),
