@@ -52,9 +52,13 @@ HIGH = 0.8  # "high confidence" in benchmarks/diagnose_learn.py and diagnose_cv.
 # holdout13 (round 18k, a SEALED blind set scored once at 13be9a3 with the shipped layer, never tuned on) found two, both G8
 # on texts that name a playbook but not a failing official one: an Ansible playbook rebooting a Spark (0.85) and a NixOS
 # port of an official playbook whose own devShell lacked podman (0.83). They are listed, not tuned away (the set is sealed).
+# holdout14 (round 18r, SEALED, scored once at 3233459 with the same shipped layer) found one more G8: NVIDIA's NemoClaw
+# memory probe reading available rather than total memory (0.95), an NVIDIA repository's own code, not a playbook followed
+# verbatim. Listed, not tuned away.
 KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-compiles-sm120a",
                                   "holdout13/uni-hi-is-ansible-reboot-freezes-dgx-spark-network",
-                                  "holdout13/nixos-dgx-spark-pr101-multi-agent-chatbot-devshell-missing-podman"}
+                                  "holdout13/nixos-dgx-spark-pr101-multi-agent-chatbot-devshell-missing-podman",
+                                  "holdout14/nemoclaw-3251-spark-memory-probe-checks-available-not-total"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():
