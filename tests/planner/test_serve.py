@@ -1427,3 +1427,30 @@ def test_plan_serve_and_g3_read_vllms_free_memory_by_one_rule(version):
     assert (free, reads_available) == (round(owner_free, 2), owner_reads)
     assert reads_available is (version not in ("V0", "0.10.1.1"))
     assert free == (20.0 if not reads_available else round(90.0 - engine_value("vllm", "unified_memory")["context_gib"], 2))
+
+
+def test_qwen35_4b_carries_its_vision_tower_and_its_encoder_pass():
+    # round 20s: Qwen/Qwen3.5-4B is a ForConditionalGeneration checkpoint; vLLM loads its tower (24 blocks of 1024,
+    # MLP 4096, merger to 2560: 333,514,240 parameters) and profiles one max-size image (16384 tokens, 65536 patches)
+    shape = serve.resolve_shape("Qwen/Qwen3.5-4B")
+    assert shape.params_vision == 333_514_240 and shape.vision is not None and shape.vision.hidden == 1024
+    # kvcached#448 (eager, 0.92, A100 40GB): "weights_memory 8.61 GiB, torch_peak_increase 1.70 GiB, real KV capacity
+    # 25.90 GiB": the tower's weights and the encoder's 12h + pixels per patch (1.69 GiB) put both within 2 %
+    rec = _log_record("vllm-kvcached448-qwen35-4b-a100-40g-eager-u092")
+    obs = rec["observed"]
+    m = serve.Machine(source="log", total_gib=rec["gpu_total_gib"], free_gib=rec["gpu_total_gib"], gpu_name="A100 40GB")
+    res = _vllm("vllm serve Qwen/Qwen3.5-4B --gpu-memory-utilization 0.92 --enforce-eager", None, m)
+    assert res.weights_gib == pytest.approx(obs["weights_gib"], rel=0.02)
+    assert res.overheads["activation_peak"] == pytest.approx(obs["activation_peak_gib"], rel=0.02)
+    assert res.overheads["mm_encoder"] == pytest.approx(65536 * (12 * 1024 + 1536) * 2 / GIB, abs=0.002)
+    assert res.kv.available_gib == pytest.approx(obs["kv_gib"], rel=0.02)
+    # the text model alone (--language-model-only) would have 0.62 GiB less weight and no encoder pass: the
+    # -9.1 % weights / +6.1 % KV the plan gave before the tower was in the catalog
+    text = _vllm("vllm serve Qwen/Qwen3.5-4B --gpu-memory-utilization 0.92 --enforce-eager --language-model-only", None, m)
+    assert text.weights_gib == pytest.approx(res.weights_gib - 333_514_240 * 2 / GIB, abs=0.01)
+    assert text.kv.available_gib > obs["kv_gib"] * 1.05
+    # the lab00 L4 start (0.29.0, default share, compiled): "Available KV cache memory: 9.1 GiB"
+    lab = _log_record("vllm-lab00-qwen35-4b-l4-default-32k")
+    m4 = serve.Machine(source="log", total_gib=lab["gpu_total_gib"], free_gib=lab["observed"]["free_gib"], gpu_name="L4")
+    res4 = _vllm("vllm serve Qwen/Qwen3.5-4B --max-model-len 32768", "0.29.0", m4)
+    assert res4.kv.available_gib == pytest.approx(lab["observed"]["kv_gib"], rel=0.05)
