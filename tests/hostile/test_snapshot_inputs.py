@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sparkops import api
@@ -178,6 +178,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | s
 @given(path=st.lists(st.sampled_from(["gpu", "devices", 0, "host", "memory", "meminfo_bytes", "psi", "target",
                                       "schema_version", "probes", "cgroup", "x"]), min_size=1, max_size=4),
        value=_JSON)
+@example(path=["probes"], value={"\n": None})  # found by this test (session 11): a key with a newline in the message
 def test_any_value_anywhere_loads_or_is_refused_plainly(tmp_path, path, value):
     doc = copy.deepcopy(HEALTHY)
     node = doc

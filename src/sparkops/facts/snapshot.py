@@ -310,12 +310,18 @@ def _plain(path: Path, exc: ValidationError) -> str:
     (``unavailable: Field required``) say nothing to a user and are left out when others exist."""
     errors = exc.errors()
     real = [e for e in errors if "Unavailable" not in e["loc"]] or errors
-    where = lambda e: ".".join(str(p) for p in e["loc"] if p != "Unavailable" and not _is_type_tag(p))  # noqa: E731
+    where = lambda e: ".".join(_key(p) for p in e["loc"] if p != "Unavailable" and not _is_type_tag(p))  # noqa: E731
     places = sorted({where(e) for e in real})
     first = real[0]
     got = "" if first["type"] == "missing" else f", found {_short(first.get('input'))}"
     more = f" (and {len(places) - 1} other place(s))" if len(places) > 1 else ""
     return f"{path} is not a valid facts snapshot: {where(first) or 'top level'}: {first['msg']}{got}{more}"
+
+
+def _key(part: object) -> str:
+    """A location part as one line: a key holding a newline or another control character is shown escaped."""
+    text = str(part)
+    return text if text.isprintable() else ascii(text)[1:-1]
 
 
 def _is_type_tag(part: object) -> bool:
