@@ -109,7 +109,8 @@ def hub_access(offline: bool = False):  # noqa: ANN201 - sparkops.planner.hub.Hu
 
 def build_report(facts: Facts, workload: Workload | None = None, kb: Knowledge | None = None,
                  facts_source: str = "live", offline: bool = False) -> Report:
-    """Judge a snapshot: the planner sizes a fine-tune first (its peak feeds G3), then identity,
+    """Judge a snapshot: the planner sizes a fine-tune, or ``plan --serve`` a server, first (its peak or footprint
+    feeds G3), then identity,
     G1..G10, verdict and blocking list (:func:`sparkops.checks.judge`), assembled into the report.
     ``offline``: a model named by the workload is not read from the Hugging Face Hub."""
     from sparkops.report.build import build_report as assemble

@@ -48,9 +48,9 @@ class Workload(BaseModel):
 
     @property
     def needs_planning(self) -> bool:
-        """A fine-tune with a model or a size and no peak yet: the memory planner can size it for G3
-        (inference is sized by ``plan --serve``, not here)."""
-        return (self.estimated_peak_gb is None and self.method in ("full", "lora", "qlora")
+        """A fine-tune or a server with a model or a size and no peak yet: the memory planner (a fine-tune's peak)
+        or ``plan --serve`` (a server's footprint) can size it for G3."""
+        return (self.estimated_peak_gb is None and self.method in ("full", "lora", "qlora", "inference")
                 and bool(self.model or self.params_b))
 
 

@@ -1,6 +1,7 @@
-"""The memory planner as preflight's G3 needs it: a sized fine-tune's peak against the snapshot's
-budget. Preflight, fleet and the API call this before judging; the checks then read the peak
-from the workload (``estimated_peak_gb``) and never import the planner."""
+"""The memory planners as preflight's G3 needs them: a sized fine-tune's peak, or a server's footprint
+(``plan --serve``: what the engine holds once started), against the snapshot's budget. Preflight, fleet
+and the API call this before judging; the checks then read the peak from the workload
+(``estimated_peak_gb``) and never import the planner."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
     """
     if not workload.needs_planning:
         return workload, None
+    if workload.method == "inference":
+        return _serve_for_preflight(facts, workload, kb, hub)
     from sparkops.planner import plan as planner
 
     try:
@@ -47,3 +50,36 @@ def plan_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
                "run": f"{run.method} {run.framework} b{run.batch} s{run.seq_len}"
                       f"{' gc' if run.grad_checkpointing else ''} {run.optimizer}"}
     return workload.model_copy(update={"estimated_peak_gb": res.peak_gb}), summary
+
+
+def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
+                         hub: HubAccess | None) -> tuple[Workload, dict[str, Any] | None]:
+    """A serving workload's footprint, planned by ``plan --serve`` on the same facts (their machine, the
+    jobs already on it, the target's installed engine version): what the engine holds once it has
+    started (vLLM: its share of TOTAL memory, the whole of it from the start), which G3 tests against
+    the budget as it tests a fine-tune's peak. vLLM's own start-up check stays G3's (one owner)."""
+    from sparkops.core.units import GB, GIB
+    from sparkops.planner import serve
+    from sparkops.planner.serve_budget import neighbours
+    from sparkops.planner.serve_engines import spec_from_text, with_installed
+
+    try:
+        spec = spec_from_text(workload.text or str(workload.model or ""))
+        shape = serve.resolve_shape(spec.model, hub=hub)
+        machine = serve.machine_from_facts(facts, "facts", kb.thresholds.g3.os_reserve_gb)
+        if isinstance(facts.target.distributions, dict):
+            spec, _ = with_installed(spec, facts.target.python or "the target python", dict(facts.target.distributions))
+        running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how) for n in neighbours(facts, machine.total_gib)]
+        res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, running=running)
+    except InputError as exc:
+        return workload, {"error": str(exc)}
+    peak_gb = round(res.footprint_gib * GIB / GB, 2)
+    kv = res.kv
+    summary = {"peak_gb": peak_gb, "budget_gb": round(res.budget_gib * GIB / GB, 2), "verdict": res.verdict,
+               "model": res.model.name,
+               "run": f"{spec.engine} server, {spec.max_model_len or 'default'} tokens per request"
+                      + (f", share {spec.gpu_memory_utilization}" if spec.gpu_memory_utilization else ""),
+               "note": f"peak = the server's footprint once started (plan --serve): KV cache "
+                       f"{kv.available_gib:.2f} GiB, start-up check "
+                       + ("passes" if res.start.passes else "fails" if res.start.passes is False else "not judged")}
+    return workload.model_copy(update={"estimated_peak_gb": peak_gb}), summary

@@ -1,0 +1,50 @@
+"""preflight --method inference with a launch line: G3 tests the server's footprint as plan --serve plans it
+(issue 20: "preflight's G3/G6 use it for inference workloads"). Found on the lent H200 (session 11): a vLLM workload
+left G3 unknown on a discrete GPU, where no start-up check of the unified pool stands in for the fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, load_facts_fixture
+from sparkops import api
+from sparkops.core.units import GB, GIB
+from sparkops.facts.workload import merge, parse_workload
+
+H200 = "h200_device_s9_full"         # the lent H200, recorded idle
+GB10_BUSY = "gb10_vllm_default"      # a GB10 with a vLLM server already holding its share
+LINE = "vllm serve Qwen/Qwen3-8B --max-model-len 32768"
+
+
+def _report(fixture: str, text: str):
+    return api.build_report(load_facts_fixture(fixture), parse_workload(text), offline=True)
+
+
+def test_the_peak_g3_tests_is_the_footprint_plan_serve_gives_on_the_same_facts():
+    rep = _report(H200, LINE + " --gpu-memory-utilization 0.5")
+    served = api.serve_plan(workload=LINE + " --gpu-memory-utilization 0.5", facts=FIXTURES / "facts" / f"{H200}.json",
+                            offline=True)
+    assert rep.plan is not None and rep.plan.error is None
+    assert rep.workload.estimated_peak_gb == rep.plan.peak_gb == pytest.approx(served.footprint_gib * GIB / GB, abs=0.01)
+    assert rep.plan.verdict == served.verdict == "fits"
+    assert not rep.checks["G3"].startswith(("fail", "unknown"))  # judged, no longer "fit not tested"
+
+
+def test_a_server_that_cannot_get_its_share_blocks_on_g3():
+    rep = _report(GB10_BUSY, LINE)  # vLLM's default share (0.92) beside a server already holding ~94 GiB
+    assert rep.plan is not None and rep.plan.verdict == "does-not-fit"
+    assert rep.checks["G3"].startswith("fail") and "exceeds" in rep.checks["G3"]
+    assert "start-up check fails" in (rep.plan.note or "")
+    assert rep.verdict == "blocked"
+
+
+def test_an_unknown_served_model_leaves_g3_untested_with_the_planners_reason():
+    rep = _report(H200, "vllm serve no-such-org/no-such-model-7b --max-model-len 4096")
+    assert rep.plan is not None and rep.plan.error  # offline: not in a catalog or the local cache
+    assert rep.checks["G3"].startswith("unknown")
+    assert rep.workload.estimated_peak_gb is None
+
+
+def test_an_explicit_peak_wins_over_the_serving_plan():
+    rep = api.build_report(load_facts_fixture(H200), merge(LINE, estimated_peak_gb=20.0), offline=True)
+    assert rep.plan is None and rep.workload.estimated_peak_gb == 20.0
