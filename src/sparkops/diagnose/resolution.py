@@ -8,10 +8,11 @@ it; a resolution that points to none of the ten is evidence that the cause was s
 
 Pure functions over the kept lines (no I/O except ``catalog_fixes``); shallow regexes, never raises.
 
-- ``resolution_lines(lines)``: the indexes of the lines that tell a resolution (a line that only opens one,
-  "Workaround:", takes the next non-empty line with it); a denied or hoped-for resolution ("did not fix it",
+- ``resolution_units(lines)``: the lines that tell a resolution (a line that only opens one, "Workaround:", is
+  read with the next non-empty line); a denied or hoped-for resolution ("did not fix it",
   "should fix", "may help") is not one.
-- ``fix_weights(fixes)``: per gotcha, the weight of each of its fix words: log(10 / how many of the ten fixes use
+- ``fix_weights(fixes)``: per gotcha, the weight of each of its fix words (not the words that tell a resolution,
+  "fix", "workaround", "helped"): log(10 / how many of the ten fixes use
   the word); a word in every fix weighs nothing.
 - ``fix_match(line, weights)``: per gotcha, the weight of the line's fix words that stand in that gotcha's fix.
 - ``resolution_features(lines, weights, bar)``: per gotcha, the best lead of a resolution line toward its fix over
@@ -49,14 +50,21 @@ _RESOLUTION = re.compile(
 # a resolution hoped for or denied: "should fix", "may help", "did not fix it", "not fixed", "still fails after"
 _HOPED = re.compile(r"\b(should|would|could|may|might|will|to|hopefully|probably|try to)\W+(?:\w+\W+)?$",
                     re.IGNORECASE)
+# a resolution line "matches" a gotcha's fix when its fix words there weigh at least one word used by at most three of
+# the ten fixes (log(10 / 3)); fixed before any run (round 18t, variant B)
+BAR = math.log(10 / 3)
 _OPENS = re.compile(r"[:—-]\s*$")  # a line that only opens the resolution ("Workaround:")
 
 # words that carry no fix: function words, the catalog's template placeholders, and words of every fix text
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an the and or of to in on at by for from with without as is are be been was were it its this that these those "
     "then than not no only when where which what who how if unless before after between into onto over under per "
     "you your their there here do does did can could should would may might must will just also any each every some "
-    "all one two e.g eg use using used re run".split())
+    "all one two e.g eg use using used re run")
+# the words that tell a resolution are no fix: "the fix is", "workaround", "it helped", "solved the problem"
+_RESOLUTION_WORDS = ("fix fixed fixes fixing workaround workarounds solution solve solved resolve resolved resolution "
+                     "help helped helps work works worked working trick problem problems issue issues error errors")
+_STOP = frozenset(_STOP_WORDS.split()) | frozenset(_RESOLUTION_WORDS.split())
 _WORD = re.compile(r"[a-z_][a-z0-9_.]*[a-z0-9_]|[a-z]")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 
@@ -67,7 +75,7 @@ def _stem(w: str) -> str:
         if w.endswith(suf) and len(w) - len(suf) >= keep:
             w = w[: -len(suf)]
             break
-    if len(w) > 4 and w[-1] == w[-2] and w[-1] not in "sl":  # pinn -> pin, stopp -> stop
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "sl":  # pinn -> pin, stopp -> stop
         w = w[:-1]
     return w
 
@@ -78,21 +86,26 @@ def words(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _WORD.findall(text) if w not in _STOP and len(w) >= 2)
 
 
-def resolution_lines(lines: Sequence[str]) -> list[int]:
-    """Indexes of the lines telling what resolved the problem (see the module doc), in order."""
-    out: list[int] = []
+def resolution_units(lines: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, text) of each resolution the lines tell (see the module doc), in order: a line that only opens one
+    ("Workaround:") is read together with the next non-empty line."""
+    out: list[tuple[int, str]] = []
     for i, ln in enumerate(lines):
         told = [m for m in _RESOLUTION.finditer(ln)
                 if not negated(ln, m.start()) and not _HOPED.search(ln[max(0, m.start() - 30):m.start()])]
         if not told:
             continue
-        out.append(i)
+        text = ln
         if _OPENS.search(ln):  # "Workaround:" -> the next non-empty line holds it
-            for j in range(i + 1, min(i + 4, len(lines))):
-                if lines[j].strip():
-                    out.append(j)
-                    break
-    return sorted(set(out))
+            nxt = next((lines[j] for j in range(i + 1, min(i + 4, len(lines))) if lines[j].strip()), "")
+            text = ln + " " + nxt
+        out.append((i, text))
+    return out
+
+
+def resolution_lines(lines: Sequence[str]) -> list[int]:
+    """Indexes of the lines that tell a resolution."""
+    return [i for i, _t in resolution_units(lines)]
 
 
 def fix_weights(fixes: Mapping[str, Iterable[str]]) -> dict[str, dict[str, float]]:
@@ -116,12 +129,12 @@ def resolution_features(lines: Sequence[str], weights: Mapping[str, Mapping[str,
                         bar: float) -> tuple[dict[str, float], bool, int]:
     """(per gotcha: the best lead of a resolution line toward its fix, in [-1, 1]; whether some resolution line
     matches no gotcha's fix (its best match weighs under ``bar``); how many resolution lines)."""
-    idx = resolution_lines(lines)
+    units = resolution_units(lines)
     lead = dict.fromkeys(weights, 0.0)
     unmatched = False
     seen = dict.fromkeys(weights, False)
-    for i in idx:
-        m = fix_match(lines[i], weights)
+    for _i, text in units:
+        m = fix_match(text, weights)
         total = sum(m.values())
         if max(m.values(), default=0.0) < bar:
             unmatched = True
@@ -133,7 +146,7 @@ def resolution_features(lines: Sequence[str], weights: Mapping[str, Mapping[str,
             v = share[g] - other
             lead[g] = v if not seen[g] else max(lead[g], v)
             seen[g] = True
-    return lead, unmatched, len(idx)
+    return lead, unmatched, len(units)
 
 
 def catalog_fixes() -> dict[str, list[str]]:
