@@ -53,7 +53,6 @@ from sparkops.diagnose.learned import (  # noqa: E402
     text_similarity,
 )
 from sparkops.diagnose.matcher import candidates, match  # noqa: E402
-from sparkops.diagnose.resolution import BAR, catalog_fixes, fix_weights, resolution_features  # noqa: E402
 from sparkops.diagnose.rules import GOTCHAS, load  # noqa: E402
 from sparkops.diagnose.text import from_text  # noqa: E402
 
@@ -66,8 +65,7 @@ LABELS = (*GOTCHAS, NONE)
 FAMILIES = {"G3": ["memory"], "G4": ["thermal"], "G5": ["speed", "bandwidth"], "G6": ["memory"],
             "G7": ["speed"], "G10": ["speed", "bandwidth"]}
 PARAMS = tuple(["c." + k for k in CANDIDATE_FEATURES] + ["p." + g for g in GOTCHAS]
-               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"]
-               + ["c.resolution", "n.resolved_elsewhere"])  # round 18t (--resolution): 0 unless the flag sets them
+               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"])
 INDEX = {k: i for i, k in enumerate(PARAMS)}
 L2 = 1.0
 VETOS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: never veto
@@ -84,7 +82,6 @@ SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong pro
 # --- features -------------------------------------------------------------------------------------------------------
 
 RULES = "blind"  # "blind": each set read by the rules that had not seen it; "current": every set by today's rules
-RESOLUTION = "off"  # round 18t (resolution.py): "lead": c.resolution on every candidate; "none": + n.resolved_elsewhere
 
 
 def featurize(cases: list[dict]) -> None:
@@ -92,7 +89,6 @@ def featurize(cases: list[dict]) -> None:
     own answer (v6: the top candidate over the rules' threshold, else none)."""
     kb = load()
     kbs: dict[str, object] = {}
-    fixw = fix_weights(catalog_fixes())
     for c in cases:
         if c["set"] not in kbs:
             kbs[c["set"]] = blind_kb(c["set"], kb) if BLIND_RULES.get(c["set"]) and RULES == "blind" else kb
@@ -101,19 +97,14 @@ def featurize(cases: list[dict]) -> None:
         res = match(inp, k)
         cands = candidates(res)
         text = text_features(inp.lines, res.roles)
-        lead, unmatched, _n = resolution_features(inp.lines, fixw, BAR)
-        c["res_lead"] = lead if RESOLUTION != "off" else {}
         rows = []
         for cand, f in zip(cands, candidate_features(cands, text, FAMILIES), strict=True):
             row = [(INDEX["c." + name], v) for name, v in f.items() if v]
             row.append((INDEX["p." + cand.gotcha], 1.0))
             if f["anchored"]:
                 row.append((INDEX["a." + cand.gotcha], 1.0))
-            if c["res_lead"].get(cand.gotcha):
-                row.append((INDEX["c.resolution"], c["res_lead"][cand.gotcha]))
             rows.append(row)
-        rows.append([(INDEX["n." + name], text[name]) for name in NONE_FEATURES if text.get(name)]
-                    + ([(INDEX["n.resolved_elsewhere"], 1.0)] if RESOLUTION == "none" and unmatched else []))
+        rows.append([(INDEX["n." + name], text[name]) for name in NONE_FEATURES if text.get(name)])
         c["cap"] = {x.gotcha: ceiling(x, text)[0] for x in cands}  # learned.ceiling, as diagnose applies it
         c["labels"] = [x.gotcha for x in cands] + [NONE]
         c["rows"] = rows
@@ -219,8 +210,7 @@ def attach(c: dict, scores: dict[str, float] | None) -> None:
             for g in GOTCHAS:
                 if g not in labels and scores[g] > TEXT_ONLY_AT:
                     labels.append(g)
-                    rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)]
-                                + ([(INDEX["c.resolution"], c["res_lead"][g])] if c.get("res_lead", {}).get(g) else []))
+                    rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)])
                     cap[g] = 0.79  # no rule evidence to show: never high confidence (learned.CEILING)
     rows.append(list(c["rows0"][-1]))
     labels.append(NONE)
@@ -585,19 +575,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", default="p", choices=("p", "failure"), help="when a second gotcha is offered")
     ap.add_argument("--second-at", type=float, default=0.3,
                     help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
-    ap.add_argument("--resolution", default="off", choices=("off", "lead", "none"),
-                    help="round 18t: a resolution line's lead toward each candidate's fix (lead), + none's feature (none)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
                          "comparison such as benchmarks/diagnose_second_reader.py")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
-    global POLICY, RULES, TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS, TOKENS, RESOLUTION
+    global POLICY, RULES, TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS, TOKENS
     TOKENS = args.tokens
-    RESOLUTION = args.resolution
-    if args.write and RESOLUTION != "off":
-        raise SystemExit("--write ships the layer without the resolution feature (round 18t: an experiment)")
     global PRUNE
     PRUNE = args.prune
     global SCALE
@@ -625,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
-            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all", "res_lead")
+            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
         attach_oof(cases)
