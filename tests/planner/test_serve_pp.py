@@ -41,7 +41,8 @@ def _record(rid: str) -> dict:
 
 def test_the_pp_records_are_the_ones_this_file_reads():
     assert {r["id"] for r in PP} >= {"vllm-kubesimplify-qwen3-235b-fp8-4xrtxpro6000-pp4",
-                                     "vllm-jinwoong-qwen3-14b-awq-2xl4-pp2"}
+                                     "vllm-jinwoong-qwen3-14b-awq-2xl4-pp2",
+                                     "vllm-twogpu-qwen3-32b-2xrtxpro6000-pp2-u0426"}
 
 
 def test_get_pp_indices_gives_the_remainder_to_the_middle_stages_never_the_last():
@@ -109,6 +110,21 @@ def test_pp2_record_stages_are_balanced_and_the_last_one_carries_the_sampler():
     assert last.activation_peak_gib >= first.activation_peak_gib  # the dummy sampler runs on the last stage only
     assert res.kv.tokens == pytest.approx(rec["observed"]["tokens"], rel=0.02)
     assert res.kv.available_gib == pytest.approx(rec["observed"]["kv_gib"], rel=0.02)
+
+
+def test_blind_v15_pp2_record_bf16_stages_hold_half_the_layers_and_price_their_pages():
+    """Log (blind round v15, vLLM 0.27.1, 2 x RTX PRO 6000 Blackwell at 0.426, Qwen3-32B bf16 at PP2): 30.52 GiB on
+    each worker, 6.92 GiB of KV on PP0, 56,640 tokens (scored blind at -9.0 % KV before any change for it)."""
+    rec = _record("vllm-twogpu-qwen3-32b-2xrtxpro6000-pp2-u0426")
+    res = _plan(rec)
+    first, last = res.kv.stages
+    assert (first.layers, last.layers) == (32, 32)
+    assert first.weights_gib == last.weights_gib  # untied: an embedding on the first stage, an lm_head on the last
+    assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.005)
+    # a stage caches its own 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB a token, as the post derives
+    tm = serve.vllm_token_model(serve.resolve_shape(rec["model"]), sa.spec_of(rec))
+    assert tm.tokens(rec["observed"]["kv_gib"]) == pytest.approx(rec["observed"]["tokens"], rel=0.001)
+    assert res.kv.available_gib == pytest.approx(rec["observed"]["kv_gib"], rel=0.10)
 
 
 def test_a_tied_model_holds_a_vocabulary_matrix_on_both_end_stages():
