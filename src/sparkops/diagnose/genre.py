@@ -10,7 +10,8 @@ install steps, tables of numbers, a title that asks), never from any labelled ca
 none reaches its bar) and whether the text is a user's failure report: the first person telling what happened to them
 (past tense or a present complaint: "I ran", "we got", "I'm getting") together with an error (a failure line of
 reading.py, a traceback or log line). ``not_a_report`` is a genre other than a report with no such first-person
-failure. Pure functions, a few regexes per line, never raise.
+failure. A bug-report form (its "Describe the bug" / "Steps to reproduce" / "Expected behavior" sections, a "[Bug]"
+title) stands for the first person: the text is a report of a failure by its form. Pure functions, a few regexes per line, never raise.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ _FIRST_PERSON = re.compile(r"\b(i|we)\s+(tried|try|ran|run|got|get|getting|see|s
                            r"\b(i'm|i am|we're|we are) (getting|seeing|hitting|running|trying|unable)\b|"
                            r"\bwhen i\b|\bmy (spark|gx10|machine|unit|box|node|server|setup|system|container|run|job|"
                            r"model|gpu|cluster|dgx)\b", re.IGNORECASE)
+# a bug-report template's own sections (GitHub / GitLab issue forms): the text is a report of a failure by its form
+_BUG_FORM = re.compile(r"^\s*(#{1,4}\s*|\*\*)?(describe the bug|bug description|steps to reproduce|to reproduce|"
+                       r"reproduction( steps)?|expected (behaviou?r|result)|actual (behaviou?r|result)|observed behaviou?r|"
+                       r"what happened\??|current behaviou?r|error (message|log|output)s?)\s*(\*\*)?\s*:?", re.IGNORECASE)
+_BUG_TITLE = re.compile(r"^\s*(\[bug\]|bug:|\[issue\])", re.IGNORECASE)
 _LOG = re.compile(r"^\s*(Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|\w*(Error|Exception):|"
                   r"ERROR\b|WARNING\b|INFO\b|E\d{4} |\[rank\d+\]|NVRM: |\(EngineCore|\(APIServer|RuntimeError\b|"
                   r"\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[\s*\d+\.\d+\]|\w+@[\w-]+:)")
@@ -103,6 +109,7 @@ def genre(lines: Sequence[str], roles: Sequence[str]) -> Genre:
     s = scores(lines)
     over = [(s[g] / BARS[g], g) for g in GENRES if s[g] >= BARS[g]]
     best = max(over)[1] if over else ""
-    first = any(_FIRST_PERSON.search(ln) for ln in lines)
+    first = any(_FIRST_PERSON.search(ln) for ln in lines) or any(_BUG_FORM.match(ln) for ln in lines) \
+        or bool(lines and _BUG_TITLE.match(lines[0]))
     error = any(r == FAILURE for r in roles) or any(_LOG.match(ln) for ln in lines)
     return Genre(genre=best, report=first and error, scores=s)
