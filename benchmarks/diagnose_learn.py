@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from diagnose_cv import BLIND_RULES, blind_kb, load_sets  # noqa: E402
 
-from sparkops.diagnose.genre import genre  # noqa: E402
 from sparkops.diagnose.learned import (  # noqa: E402
     CANDIDATE_FEATURES,
     NONE,
@@ -66,8 +65,7 @@ LABELS = (*GOTCHAS, NONE)
 FAMILIES = {"G3": ["memory"], "G4": ["thermal"], "G5": ["speed", "bandwidth"], "G6": ["memory"],
             "G7": ["speed"], "G10": ["speed", "bandwidth"]}
 PARAMS = tuple(["c." + k for k in CANDIDATE_FEATURES] + ["p." + g for g in GOTCHAS]
-               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"]
-               + ["n.not_report"])  # round 18u (--genre none): last, so the other indices stay as they were
+               + ["n." + k for k in NONE_FEATURES] + ["a." + g for g in GOTCHAS] + ["t.text", "t.only"])
 INDEX = {k: i for i, k in enumerate(PARAMS)}
 L2 = 1.0
 VETOS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: never veto
@@ -83,10 +81,6 @@ SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong pro
 
 # --- features -------------------------------------------------------------------------------------------------------
 
-# round 18u (diagnose-learn-cv-v24.md): the text's genre (sparkops.diagnose.genre). "off": as shipped; "none": one more
-# "none" feature, n.not_report = 1 when the text is a PR / docs / write-up / question and no first-person failure;
-# "gate": a gotcha answer on such a text with no failure line (reading.py) becomes "none"
-GENRE = "off"
 RULES = "blind"  # "blind": each set read by the rules that had not seen it; "current": every set by today's rules
 
 
@@ -120,8 +114,6 @@ def featurize(cases: list[dict]) -> None:
         c["tokens"] = sorted(failure_tokens(inp.lines, res.roles))
         c["tokens_fp"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain")))
         c["tokens_all"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain", "context", "quoted")))
-        gen = genre(inp.lines, res.roles)
-        c["not_report"], c["no_fail"] = gen.not_a_report, not text.get("failure_reported", 0.0)
 
 
 # --- the text layer (naive Bayes over the failure lines' words, fitted on training groups only) ----------------------
@@ -347,8 +339,6 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
                 second = (c["labels"][rest[0]], p[rest[0]])
         elif rest and p[rest[0]] >= SECOND_AT:
             second = (c["labels"][rest[0]], p[rest[0]])
-    if GENRE == "gate" and label != NONE and c.get("not_report") and c.get("no_fail"):
-        label, second = NONE, ("", 0.0)  # not a failure report, and no line says something went wrong
     top_p = pr.get(label, 0.0) if label != NONE else (p[gotchas[0]] if gotchas else 0.0)
     if label != NONE:  # the ceiling diagnose applies (learned.ceiling): held under high confidence
         top_p = min(top_p, c.get("cap", {}).get(label, 1.0), words_hold(w, c).get(label, 1.0))
@@ -585,8 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", default="p", choices=("p", "failure"), help="when a second gotcha is offered")
     ap.add_argument("--second-at", type=float, default=0.3,
                     help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
-    ap.add_argument("--genre", choices=("off", "none", "gate"), default="off",
-                    help="round 18u: the text's genre as a none feature or as a gate (tried, results v24)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -607,8 +595,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.write and (SECOND, SECOND_AT) != ("p", 0.3):
         raise SystemExit("--write ships second_at 0.3 (diagnose offers a second gotcha by its probability only)")
     POLICY = args.policy
-    global GENRE
-    GENRE = args.genre
     RULES = args.rules
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
@@ -624,13 +610,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
-            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
-                    "not_report", "no_fail")
+            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
-    if GENRE == "none":  # the genre feature on the "none" row (rows0 and rows are the same lists here)
-        for c in cases:
-            if c["not_report"]:
-                c["rows0"][-1].append((INDEX["n.not_report"], 1.0))
     if args.write:
         attach_oof(cases)
         bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold
