@@ -1515,3 +1515,17 @@ def test_model_runner_v2_profiles_its_own_sampler_not_flashinfers():
     assert not serve.vllm_model_runner_v2(shape, v1)
     ov1 = serve.vllm_overheads(shape, v1, rec["gpu_total_gib"], 1, rec["gpu"])
     assert ov1["sampler_gib"] > 2.5 * ov["sampler_gib"] and ov1["activation_peak"] > 0.45
+
+
+def test_a_public_nvfp4_requantization_of_gemma_4_resolves_to_its_base():
+    """The WSL log of RedHatAI/gemma-4-26B-A4B-it-NVFP4 (vLLM 0.19.2rc1, fp8 KV): 'Model loading took 15.67 GiB',
+    'Available KV cache memory: 7.15 GiB', 'GPU KV cache size: 62,496 tokens'. The id resolves to Gemma-4-26B-A4B's
+    shape, stored in NVFP4 by its name; weights and the token count from the logged KV follow."""
+    sa, records = _serve_logs()
+    rec = next(r for r in records if r["id"] == "vllm-wsl-gemma4-26b-a4b-nvfp4-u085-256k-fp8kv")
+    shape, spec = serve.resolve_shape(rec["model"]), sa.spec_of(rec)
+    assert shape.id == "gemma-4-26b-a4b" and serve.weight_format(shape, spec) == "nvfp4"
+    res = serve.plan_serve(shape, spec, serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0))
+    assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.10)
+    tm = serve.vllm_token_model(shape, spec, batched_tokens=int(res.overheads["profiled_tokens"]))
+    assert tm.tokens(rec["observed"]["kv_gib"]) == pytest.approx(rec["observed"]["tokens"], rel=0.01)
