@@ -114,7 +114,12 @@ def test_the_engines_own_environment_decides_the_version_and_the_sampler(tmp_pat
     assert named.spec.engine_version == "0.9.2" and named.spec.flashinfer_installed is True
     c = api.serve_plan(workload=line, target="dgx-spark", python=no_vllm)
     assert c.spec.engine_version is None and c.spec.flashinfer_installed is None
-    assert any("vLLM is not installed in" in n for n in c.notes) and "sampler" in {u.term for u in c.uncertainties}
+    assert any("vLLM is not installed in" in n for n in c.notes)
+    # the current vLLM runs a dense model on Model Runner V2, whose profile sampler does not use FlashInfer: nothing
+    # to ask; on the V1 runner (the launch line's VLLM_USE_V2_MODEL_RUNNER=0) FlashInfer's presence is the question
+    assert "sampler" not in {u.term for u in c.uncertainties}
+    v1 = api.serve_plan(workload="VLLM_USE_V2_MODEL_RUNNER=0 " + line, target="dgx-spark", python=no_vllm)
+    assert "sampler" in {u.term for u in v1.uncertainties}
     gone = api.serve_plan(workload=line, target="dgx-spark", python=tmp_path / "no-such-python")
     assert any("could not be read" in n for n in gone.notes) and gone.spec.installed_in is None
     # a snapshot's target environment counts when vLLM is installed there, silently otherwise
@@ -672,7 +677,8 @@ def test_the_graph_estimate_is_in_the_budget_exactly_where_the_recorded_logs_say
 
 
 def test_named_uncertainties_bracket_the_pool_and_say_why():
-    res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.7", None, spark())
+    # a MoE model on the V1 runner (before Model Runner V2 took every family, 0.29): the FlashInfer question stands
+    res = _vllm("vllm serve qwen3-30b-a3b --max-model-len 32768 --gpu-memory-utilization 0.7", "0.28.0", spark())
     terms = {u.term: u for u in res.uncertainties}
     assert set(terms) == {"sampler", "cudagraph", "compile-cache", "unified-non-torch"}
     lo, hi = res.kv.available_range_gib
@@ -1454,3 +1460,72 @@ def test_qwen35_4b_carries_its_vision_tower_and_its_encoder_pass():
     m4 = serve.Machine(source="log", total_gib=lab["gpu_total_gib"], free_gib=lab["observed"]["free_gib"], gpu_name="L4")
     res4 = _vllm("vllm serve Qwen/Qwen3.5-4B --max-model-len 32768", "0.29.0", m4)
     assert res4.kv.available_gib == pytest.approx(lab["observed"]["kv_gib"], rel=0.05)
+
+
+def _serve_logs():
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("serve_accuracy", root / "benchmarks" / "serve_accuracy.py")
+    sa = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sa)
+    return sa, yaml.safe_load(sa.LOGS.read_text())["records"]
+
+
+def test_the_model_runner_is_the_one_each_recorded_log_names():
+    """Model Runner V2 logs from vllm/v1/worker/gpu/model_runner.py ('Using V2 Model Runner'), V1 from
+    gpu_model_runner.py: the plan's choice (engines.yaml vllm.model_runner_v2) agrees with every recorded log that
+    shows which file loaded the model (V2: dense models on 0.26 / 0.27.1, every family on 0.30+; V1: 0.20-0.22,
+    hybrid and MoE checkpoints on 0.26 / 0.27.1)."""
+    import re
+
+    sa, records = _serve_logs()
+    seen = {True: 0, False: 0}
+    for rec in records:
+        log = rec.get("log") or ""
+        v2 = "Using V2 Model Runner" in log or re.search(r"\[model_runner\.py:\d+\]", log) is not None
+        v1 = re.search(r"\[gpu_model_runner\.py:\d+\]", log) is not None
+        spec = sa.spec_of(rec)
+        if rec["engine"] != "vllm" or v1 == v2 or serve._version(spec) is None:  # no release stated: no rule to test
+            continue
+        try:
+            shape = serve.resolve_shape(rec["model"])
+        except Exception:  # noqa: BLE001 - a model the catalog does not know names no runner here
+            continue
+        assert serve.vllm_model_runner_v2(shape, spec) is v2, rec["id"]
+        seen[v2] += 1
+    assert seen[True] >= 5 and seen[False] >= 5
+
+
+def test_model_runner_v2_profiles_its_own_sampler_not_flashinfers():
+    """vLLM 0.27.1 on Model Runner V2, eager, Llama-3.2-3B on an L4 (2048 tokens / 256 sequences): the log prints
+    '0.13 GiB for peak activation'. V2's dummy sampler copies the 256 x 128256 logits to fp32 and skips top-k/top-p
+    (6 bytes a logit: 0.18 GiB), where the V1 runner's Triton path would hold 14 bytes a logit and ~80 MiB of
+    buffers (0.51 GiB); VLLM_USE_V2_MODEL_RUNNER=0 on the launch line brings that back."""
+    sa, records = _serve_logs()
+    rec = next(r for r in records if r["id"] == "vllm-llmrouter-llama32-3b-l4-default-eager-noprefix")
+    shape, spec = serve.resolve_shape(rec["model"]), sa.spec_of(rec)
+    assert serve.vllm_model_runner_v2(shape, spec)
+    ov = serve.vllm_overheads(shape, spec, rec["gpu_total_gib"], 1, rec["gpu"])
+    assert ov["activation_peak"] == pytest.approx(rec["observed"]["activation_peak_gib"], abs=0.06)
+    v1 = spec.model_copy(update={"env": {**spec.env, "VLLM_USE_V2_MODEL_RUNNER": "0"}})
+    assert not serve.vllm_model_runner_v2(shape, v1)
+    ov1 = serve.vllm_overheads(shape, v1, rec["gpu_total_gib"], 1, rec["gpu"])
+    assert ov1["sampler_gib"] > 2.5 * ov["sampler_gib"] and ov1["activation_peak"] > 0.45
+
+
+def test_a_public_nvfp4_requantization_of_gemma_4_resolves_to_its_base():
+    """The WSL log of RedHatAI/gemma-4-26B-A4B-it-NVFP4 (vLLM 0.19.2rc1, fp8 KV): 'Model loading took 15.67 GiB',
+    'Available KV cache memory: 7.15 GiB', 'GPU KV cache size: 62,496 tokens'. The id resolves to Gemma-4-26B-A4B's
+    shape, stored in NVFP4 by its name; weights and the token count from the logged KV follow."""
+    sa, records = _serve_logs()
+    rec = next(r for r in records if r["id"] == "vllm-wsl-gemma4-26b-a4b-nvfp4-u085-256k-fp8kv")
+    shape, spec = serve.resolve_shape(rec["model"]), sa.spec_of(rec)
+    assert shape.id == "gemma-4-26b-a4b" and serve.weight_format(shape, spec) == "nvfp4"
+    res = serve.plan_serve(shape, spec, serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0))
+    assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.10)
+    tm = serve.vllm_token_model(shape, spec, batched_tokens=int(res.overheads["profiled_tokens"]))
+    assert tm.tokens(rec["observed"]["kv_gib"]) == pytest.approx(rec["observed"]["tokens"], rel=0.01)

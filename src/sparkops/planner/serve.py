@@ -1152,17 +1152,39 @@ class SamplerChoice:
     why: str
 
 
-def vllm_sampler(spec: ServeSpec, gpu_name: str = "") -> SamplerChoice:
+def vllm_model_runner_v2(shape: ServeShape, spec: ServeSpec) -> bool:
+    """Does vLLM run this launch on Model Runner V2 (engines.yaml vllm.model_runner_v2)? VLLM_USE_V2_MODEL_RUNNER
+    on the launch line decides; unset, every model family from all_since, dense models (no experts, no linear-
+    attention layers) from dense_since, except the speculative methods that fall back to V1."""
+    env = spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
+    if env in ("0", "1"):
+        return env == "1"
+    v = _version(spec)
+    if v == OLD_ENGINE:
+        return False
+    c = engine_value("vllm", "model_runner_v2")
+    if (spec.speculative_method or "").lower() in c["v1_speculative_methods"]:
+        return False
+    if _ge(v, c["all_since"]):
+        return True
+    return _ge(v, c["dense_since"]) and not shape.experts and not shape.linear_layers
+
+
+def vllm_sampler(spec: ServeSpec, gpu_name: str = "", shape: ServeShape | None = None) -> SamplerChoice:
     """The profile's sampler by version (engines.yaml vllm.sampler_by_version), the launch line's
     VLLM_USE_FLASHINFER_SAMPLER first. FlashInfer needs CUDA: AMD GPUs never use it. Without FlashInfer
     the native path sorts (``sort``), or, since the Triton top-k/top-p kernel, masks without a sort
-    (``triton``)."""
+    (``triton``). With ``shape``, a launch on Model Runner V2 profiles V2's own sampler (``v2``: an fp32 copy
+    of the logits, no top-k/top-p in the dummy run), whatever FlashInfer's state."""
     env = spec.env.get("VLLM_USE_FLASHINFER_SAMPLER")
     installed = spec.flashinfer_installed
     where = f" in {spec.installed_in}" if spec.installed_in else ""
     v = _version(spec)
     if v == OLD_ENGINE:
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
+    if shape is not None and vllm_model_runner_v2(shape, spec):
+        return SamplerChoice("v2", None, "Model Runner V2's sampler: an fp32 copy of the logits, top-k/top-p "
+                             "skipped in the profile's dummy run")
     row = next((r for r in engine_value("vllm", "sampler_by_version") if _ge(v, r["since"])), None)
     native = (row or {}).get("native", "sort")
     native_words = ("the Triton top-k/top-p kernel (no full-vocabulary sort)" if native == "triton"
@@ -1314,7 +1336,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     tokens, seqs = vllm_profiled_batch(shape, spec, total_gib, gpu_name, unified)
     v0 = _version(spec) == OLD_ENGINE
     act = tokens * activation_bytes_per_token(s, tp, v0=v0) / GIB
-    choice = vllm_sampler(spec, gpu_name)
+    choice = vllm_sampler(spec, gpu_name, s)
     sampler = sampler_gib(s, seqs, tokens, choice.kind)
     enc = vllm_encoder_profile(s, spec, int(tokens), int(seqs), tp)
     cache = enc.cache_gib if enc else 0.0
@@ -1351,7 +1373,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
     """Terms of vLLM's KV budget a launch line cannot show, each with the value assumed and the KV
     pool's change (GiB per rank) over its range."""
     out: list[Uncertainty] = []
-    choice = vllm_sampler(spec, gpu_name)
+    choice = vllm_sampler(spec, gpu_name, shape)
     if choice.other:
         alt = sampler_gib(shape, int(ov["profiled_seqs"]), int(ov["profiled_tokens"]), choice.other)
         cache = ov.get("mm_encoder_cache", 0.0)
