@@ -91,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
                              + (" right" if x[0] == lab else " WRONG" if b[0] == lab else ""))
             for pid in x[2] & new_ids:
                 own = gotcha_of.get(pid)
-                side = "none" if lab == "none" else ("own" if own == lab else "other")
+                side = "none" if lab == "none" else ("own" if own == lab or own is None else "other")
                 hits[pid][side].append(f"{s}/{c['id']}({lab})")
     lines.append(f"| **all** | {tot[0]} | {tot[1]} | {tot[2]} | {tot[2] - tot[1]:+d} | | | |")
     lines += ["", "## Answers that changed", "", *(moved or ["none"]), "",
               "## New patterns and signals: reports they match (the matcher's `matched` set)", "",
-              "| id | gotcha | own-gotcha reports | other-G reports | `none` reports | kept? |",
+              "| id | gotcha | own-gotcha reports (a signal: any G) | other-G reports | `none` reports | kept? |",
               "|---|---|---:|---:|---:|---|"]
     for pid in sorted(new_ids):
         h = hits.get(pid, {})
