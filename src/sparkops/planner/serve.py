@@ -300,7 +300,8 @@ def ssm_state_bytes(cfg: dict[str, Any]) -> int:
     return 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else 2
 
 
-_SWA_PATTERN = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "cohere2": 4}  # one global layer per N (llama.cpp)
+# one global layer per N (llama.cpp); Ollama's own gpt-oss blobs name the architecture "gptoss"
+_SWA_PATTERN = {"gemma3": 6, "gemma2": 2, "gpt-oss": 2, "gptoss": 2, "cohere2": 4}
 
 
 def shape_from_gguf(header: GGUFHeader, *, source: str) -> ServeShape:
@@ -523,6 +524,11 @@ def weights_bytes(shape: ServeShape, fmt: str, engine: str = "", tp: int = 1) ->
         if shape.gguf_bytes is not None:
             return shape.gguf_bytes, "exact tensor bytes from the GGUF header"
         t = fmt.split(":", 1)[1]
+        if t == "MXFP4" and shape.params_expert:  # llama-quant.cpp's MXFP4_MOE: experts MXFP4, the rest Q8_0
+            bits = engine_value("llama.cpp", "mxfp4_moe_bits")
+            rest = shape.params_total - shape.params_expert
+            return int((shape.params_expert * bits["experts"] + rest * bits["other"]) / 8), \
+                f"MXFP4 MoE: experts at {bits['experts']:g} bits, other tensors Q8_0 at {bits['other']:g} (llama-quant.cpp)"
         bpw = kb.gguf_bits_per_weight.get(t)
         if bpw is None:
             raise ServeInputError(f"unknown GGUF type {t!r}; known: {', '.join(kb.gguf_bits_per_weight)}")
@@ -1722,8 +1728,30 @@ def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> tuple[int, int, int]:
     ub = spec.ubatch or int(engine_value("llama.cpp", "default_ubatch"))
     swa = cells
     if shape.sliding_layers and shape.sliding_window and not spec.swa_full:
-        swa = min(cells, -(-(shape.sliding_window * seqs + ub) // 256) * 256)
+        keep = ollama_swa_memory(shape, spec)
+        if keep is not None:  # Ollama's own engine: maxSequences x memory + maxBatch, or all when memory > context
+            mem, batch = keep
+            swa = cells if mem > cells // max(1, seqs) else -(-(mem * seqs + batch) // 256) * 256
+        else:
+            swa = min(cells, -(-(shape.sliding_window * seqs + ub) // 256) * 256)
     return cells, swa, seqs
+
+
+def ollama_swa_memory(shape: ServeShape, spec: ServeSpec) -> tuple[int, int] | None:
+    """(positions kept per sequence, batch) on the sliding-window layers when Ollama's own engine keeps more than
+    the window for this model (engines.yaml ollama.engine_swa_memory: gpt-oss's 4096 from 0.11.0 until llama-server
+    replaced the engine in 0.30.0); None when the window rules (llama.cpp, other models, other releases)."""
+    if spec.engine != "ollama":
+        return None
+    d = engine_value("ollama", "engine_swa_memory")
+    v = _version(spec)
+    if not at_least(v, d["since"]) or at_least(v, d["until"]):
+        return None
+    family = re.sub(r"[^a-z0-9]", "", f"{shape.id} {shape.name}".lower())
+    mem = next((int(n) for arch, n in d["cells"].items() if arch in family), None)
+    if mem is None or mem < int(shape.sliding_window or 0):
+        return None
+    return mem, int(d["batch"])
 
 
 def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
