@@ -1375,9 +1375,10 @@ def graphs_in_budget(spec: ServeSpec) -> bool:
 
 
 def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float], gpu_name: str,
-                       unified: bool = False) -> list[Uncertainty]:
+                       unified: bool = False, checkpoint_gib: float = 0.0) -> list[Uncertainty]:
     """Terms of vLLM's KV budget a launch line cannot show, each with the value assumed and the KV
-    pool's change (GiB per rank) over its range."""
+    pool's change (GiB per rank) over its range. ``checkpoint_gib``: the weights this rank loads (the
+    fastsafetensors loader on unified memory can keep about that much charged)."""
     out: list[Uncertainty] = []
     choice = vllm_sampler(spec, gpu_name, shape)
     if choice.other:
@@ -1409,6 +1410,13 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
                 "or pin the pool with --kv-cache-memory"))
     if unified:
         hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
+        fst = engine_value("vllm", "fastsafetensors_unified")
+        loader = ""
+        if (spec.load_format or "").lower() == fst["load_format"] and checkpoint_gib:
+            hi = max(hi, round(checkpoint_gib, 2))
+            loader = (f"; with --load-format fastsafetensors public GB10 reports (fastsafetensors#94, #109; "
+                      f"sglang#40065) keep about one checkpoint ({checkpoint_gib:.1f} GiB here) out of MemAvailable "
+                      "through the start, which this charge then holds (no same-flags start with the default loader is public to size it; compare one)")
         out.append(Uncertainty(
             term="unified-non-torch", assumed=f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU",
             kv_change_gib=[-hi, 0.0],
@@ -1416,7 +1424,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
                 "charges every fall of it between init_device and the end of the profile run that torch's pool does "
                 "not hold as non-torch memory: the engine's own host heap (torch.compile/Triton during the profile "
                 "run) and any other process growing on the pool meanwhile; start from a warm compile cache with "
-                "nothing else starting, or pin the pool with --kv-cache-memory"))
+                "nothing else starting, or pin the pool with --kv-cache-memory" + loader))
     if "mm_encoder" in ov:
         gain = round(max(0.0, ov["activation_peak"] - ov["mm_lean_peak"]), 2)
         out.append(Uncertainty(
@@ -1635,7 +1643,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     ov["mtp_counted"] = float(mtp)
     ov["drafter_counted"] = float(drafter is not None)
-    unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified)
+    unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified, weights_gib)
     if shape.params_vision and vision_tower_loaded(spec):
         if "mm_encoder" in ov:
             notes.append(f"multimodal checkpoint: the vision tower's weights are counted, and the profile run's vision "

@@ -122,6 +122,7 @@ class ServeSpec(_M):
     # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: not named, vLLM's default, on); off sets a hybrid
     # model's mamba_cache_mode to 'none': one state page per request instead of 'align''s two
     enable_prefix_caching: bool | None = None
+    load_format: str | None = None  # vLLM --load-format (fastsafetensors: see engines.yaml vllm.fastsafetensors_unified)
     entrypoint: str | None = None  # vLLM: "serve" (the OpenAI server, default) or "llm" (the offline LLM class)
     ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
     parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
@@ -186,7 +187,7 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--skip-mm-profiling": ("skip_mm_profiling", "flag"), "--enable-lora": ("enable_lora", "flag"),
          "--max-loras": ("max_loras", "int"), "--max-lora-rank": ("max_lora_rank", "int"),
          "--enable-prefix-caching": ("enable_prefix_caching", "flag"),
-         "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag")}
+         "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag"), "--load-format": ("load_format", "str")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
