@@ -101,3 +101,23 @@ def test_fastsafetensors_on_unified_memory_is_named_with_the_checkpoint_it_can_k
     assert fst.kv.available_gib == plain.kv.available_gib  # a named range, not a modelled term
     h200 = api.serve_plan(workload=line + " --load-format fastsafetensors", target="h200", offline=True)
     assert "unified-non-torch" not in {u.term for u in h200.uncertainties}  # discrete memory: not this charge
+
+
+def test_the_gb10_spread_the_plan_quotes_is_what_the_recorded_gb10_starts_show():
+    # engines.yaml vllm.unified_non_torch_observed_gib is quoted in every GB10 plan's unified-non-torch term; it must be
+    # what the log set says (every vLLM GB10 record whose pool is not pinned), so adding records cannot leave it stale
+    import statistics
+
+    from sparkops.planner.serve_engines import engine_value
+
+    recs = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
+    gb10 = ("GB10", "Spark", "GX10", "Pro Max")
+    below = [r["pred"] - r["obs"] for r in sa.evaluate(list(recs.values()))[0]
+             if r["what"] == "KV GiB (end to end)" and r["pred"] is not None
+             and recs[r["id"]]["engine"] == "vllm" and any(k in (recs[r["id"]].get("gpu") or "") for k in gb10)
+             and not recs[r["id"]].get("flags", {}).get("kv_cache_memory_bytes")]
+    seen = engine_value("vllm", "unified_non_torch_observed_gib")
+    assert len(below) == seen["starts"]
+    assert min(below) == pytest.approx(seen["min"], abs=0.05) and max(below) == pytest.approx(seen["max"], abs=0.05)
+    assert statistics.median(below) == pytest.approx(seen["median"], abs=0.05)
+    assert min(below) > 0  # the one-sided bias the term describes: every such start came out below the plan

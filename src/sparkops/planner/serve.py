@@ -1410,6 +1410,7 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
                 "or pin the pool with --kv-cache-memory"))
     if unified:
         hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
+        seen = engine_value("vllm", "unified_non_torch_observed_gib")
         fst = engine_value("vllm", "fastsafetensors_unified")
         loader = ""
         if (spec.load_format or "").lower() == fst["load_format"] and checkpoint_gib:
@@ -1423,7 +1424,9 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             why="on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py MemorySnapshot) and "
                 "charges every fall of it between init_device and the end of the profile run that torch's pool does "
                 "not hold as non-torch memory: the engine's own host heap (torch.compile/Triton during the profile "
-                "run) and any other process growing on the pool meanwhile; start from a warm compile cache with "
+                "run) and any other process growing on the pool meanwhile; in all "
+                f"{seen['starts']} public GB10 starts read so far the logged pool came out below this plan's, by "
+                f"{seen['min']:g}-{seen['max']:g} GiB (median {seen['median']:g}); start from a warm compile cache with "
                 "nothing else starting, or pin the pool with --kv-cache-memory" + loader))
     if "mm_encoder" in ov:
         gain = round(max(0.0, ov["activation_peak"] - ov["mm_lean_peak"]), 2)
