@@ -48,3 +48,17 @@ def test_an_unknown_served_model_leaves_g3_untested_with_the_planners_reason():
 def test_an_explicit_peak_wins_over_the_serving_plan():
     rep = api.build_report(load_facts_fixture(H200), merge(LINE, estimated_peak_gb=20.0), offline=True)
     assert rep.plan is None and rep.workload.estimated_peak_gb == 20.0
+
+
+def test_g3s_start_up_check_judges_the_share_the_launch_line_names():
+    # a Spark with 78 GiB of page cache and ~88 GiB free as vLLM reads it: at the default share (0.92 x 119.7 GiB) the
+    # start is refused, at 0.3 it passes; G3 once judged the default share whatever the line said
+    default = _report("gb10_page_cache", LINE)
+    small = _report("gb10_page_cache", LINE + " --gpu-memory-utilization 0.3")
+    assert default.workload.serve_share is None and small.workload.serve_share == 0.3
+    g3 = {name: next(f for f in rep.findings if f.gotcha == "G3") for name, rep in (("default", default), ("small", small))}
+    assert "G3.serve-start-refused" in g3["default"].codes and "0.92 x 119.7" in g3["default"].detail
+    assert "G3.serve-start-refused" not in g3["small"].codes
+    # the share is read even when the model cannot be planned
+    unknown = _report("gb10_page_cache", "vllm serve no-such-org/no-such-model-7b --gpu-memory-utilization 0.3")
+    assert unknown.plan.error and unknown.workload.serve_share == 0.3

@@ -162,7 +162,7 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return
-    share = vllm_default_share(installed(ctx.facts).get("vllm"))
+    share = w.serve_share or vllm_default_share(installed(ctx.facts).get("vllm"))  # the launch line's, else the default
     code, v = vllm_start_decision(ctx.facts, share)
     evidence.append(ev("vllm start-up check", {"share": share, **v}))
     if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads

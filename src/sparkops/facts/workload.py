@@ -38,6 +38,9 @@ class Workload(BaseModel):
     components: list[str] = Field(default_factory=list)  # vllm, unsloth, ... (G8 matching)
     playbook: str | None = None
     estimated_peak_gb: float | None = None  # GB (1e9 bytes): --peak-gb, or the memory planner's peak (G3, G6)
+    # a server's share of TOTAL memory (vLLM --gpu-memory-utilization) as its launch line names it, read by the planner
+    # (planner/preflight.py) for G3's start-up check; None: not named, the engine's default applies
+    serve_share: float | None = None
     unparsed: list[str] = Field(default_factory=list)
 
     @property

@@ -65,6 +65,11 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
 
     try:
         spec = spec_from_text(workload.text or str(workload.model or ""))
+    except InputError as exc:
+        return workload, {"error": str(exc)}
+    if spec.gpu_memory_utilization is not None:  # the share G3's start-up check judges, whether or not the plan runs
+        workload = workload.model_copy(update={"serve_share": spec.gpu_memory_utilization})
+    try:
         shape = serve.resolve_shape(spec.model, hub=hub)
         machine = serve.machine_from_facts(facts, "facts", kb.thresholds.g3.os_reserve_gb)
         if isinstance(facts.target.distributions, dict):
