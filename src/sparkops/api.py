@@ -189,7 +189,7 @@ def _serve_machine_facts(target: str | None, budget_gb: float | None, facts: Fac
     """:func:`_serve_machine`'s machine and running jobs, and the facts they came from (None: no facts)."""
     from sparkops.core.units import gb_to_gib
     from sparkops.planner import serve
-    from sparkops.planner.serve_budget import neighbours
+    from sparkops.planner.serve_budget import machine_and_running
 
     reserve = kb.thresholds.g3.os_reserve_gb
     if budget_gb is not None:
@@ -209,9 +209,7 @@ def _serve_machine_facts(target: str | None, budget_gb: float | None, facts: Fac
                                                only=sections))
     else:
         source = "given"
-    machine = serve.machine_from_facts(facts, source, reserve)
-    running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how)
-               for n in neighbours(facts, machine.total_gib)]
+    machine, running = machine_and_running(facts, source, reserve)
     return machine, running, facts
 
 

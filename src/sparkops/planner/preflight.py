@@ -60,7 +60,7 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
     the budget as it tests a fine-tune's peak. vLLM's own start-up check stays G3's (one owner)."""
     from sparkops.core.units import GB, GIB
     from sparkops.planner import serve
-    from sparkops.planner.serve_budget import neighbours
+    from sparkops.planner.serve_budget import machine_and_running
     from sparkops.planner.serve_engines import spec_from_text, with_installed
 
     try:
@@ -71,10 +71,9 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
         workload = workload.model_copy(update={"serve_share": spec.gpu_memory_utilization})
     try:
         shape = serve.resolve_shape(spec.model, hub=hub)
-        machine = serve.machine_from_facts(facts, "facts", kb.thresholds.g3.os_reserve_gb)
+        machine, running = machine_and_running(facts, "facts", kb.thresholds.g3.os_reserve_gb)
         if isinstance(facts.target.distributions, dict):
             spec, _ = with_installed(spec, facts.target.python or "the target python", dict(facts.target.distributions))
-        running = [serve.BesideJob(name=n.name, gib=n.gib, how=n.how) for n in neighbours(facts, machine.total_gib)]
         res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, running=running)
     except InputError as exc:
         return workload, {"error": str(exc)}

@@ -64,6 +64,15 @@ def neighbours(facts: Facts, total_gib: float) -> list[PoolLine]:
     return pool_budget.neighbour_lines(facts, total_gib)
 
 
+def machine_and_running(facts: Facts, source: str, os_reserve_gib: float):  # noqa: ANN201 - (serve.Machine, [serve.BesideJob])
+    """The machine a server meets in these facts and the jobs already running on it (a capped server by its
+    reservation): what ``plan --serve`` and preflight's serving plan both start from."""
+    from sparkops.planner import serve
+
+    machine = serve.machine_from_facts(facts, source, os_reserve_gib)
+    return machine, [serve.BesideJob(name=n.name, gib=n.gib, how=n.how) for n in neighbours(facts, machine.total_gib)]
+
+
 def serving_budget(facts: Facts, jobs: list[BudgetJob], *, os_reserve_gib: float = 4.0,
                    fit_margin: float = 0.10) -> ServingBudget:
     """Planned jobs plus the running neighbours against one pool. Pure (reads only ``facts``)."""
