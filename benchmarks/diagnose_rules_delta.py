@@ -20,11 +20,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
+from diagnose_accuracy import load_cases  # noqa: E402 - the one case reader of the diagnose benchmarks
+
 from sparkops.diagnose import diagnose_input, load_symptoms  # noqa: E402
 from sparkops.diagnose.matcher import match  # noqa: E402
 from sparkops.diagnose.rules import SymptomKnowledge, load_file  # noqa: E402
 from sparkops.diagnose.text import from_text  # noqa: E402
-from sparkops.knowledge import safe_load  # noqa: E402
 
 CASES = HERE.parent / "tests" / "diagnose"
 TRAINING = ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8",
@@ -35,11 +36,7 @@ assert not set(TRAINING) & set(SEALED)
 
 
 def load_sets() -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for s in TRAINING:
-        out[s] = [c for p in sorted((CASES / s).glob("*.yaml"))
-                  if isinstance(c := safe_load(p.read_text(encoding="utf-8")), dict) and "label" in c]
-    return out
+    return {s: load_cases(CASES / s) for s in TRAINING}
 
 
 def answers(kb: SymptomKnowledge, cases: list[dict]) -> list[tuple[str, float | None, set[str]]]:
