@@ -26,16 +26,16 @@ from diagnose_learn import LABELS, SETS  # noqa: E402
 
 from sparkops.diagnose.reading import line_roles  # noqa: E402
 from sparkops.diagnose.text import from_text  # noqa: E402
-from sparkops.diagnose.text_facts import extract, judge_text  # noqa: E402
+from sparkops.diagnose.text_facts import READ_ROLES, extract, judge_text  # noqa: E402
 from sparkops.knowledge import load as load_catalog  # noqa: E402
 
 SEALED = ("holdout12", "holdout13", "holdout14", "holdout15", "holdout16")
 
 
-def read(case: dict, kb) -> tuple[dict, dict]:  # noqa: ANN001
+def read(case: dict, kb, roles_read=READ_ROLES) -> tuple[dict, dict]:  # noqa: ANN001
     inp = from_text(case["text"], case["id"])
     roles = line_roles(inp.lines)
-    tf = extract(inp.lines, roles, kb)
+    tf = extract(inp.lines, roles, kb, roles_read)
     return tf.stated, judge_text(tf, kb).confirms
 
 
@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--read", default=",".join(READ_ROLES),
+                    help="the line roles read (diagnostic: failure,context,plain reads prose too; never quoted)")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     if any(s in SEALED for s in sets):
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, Counter] = {lab: Counter() for lab in LABELS}
     listed = []
     for c in cases:
-        stated, confirms = read(c, kb)
+        stated, confirms = read(c, kb, tuple(args.read.split(",")))
         r = rows[c["label"]]
         r["reports"] += 1
         r["any fact"] += bool(stated)
