@@ -48,6 +48,7 @@ _DRIVER = re.compile(r"\bDriver Version:?\s*(\d{3}\.\d+(?:\.\d+)?)\b")
 _VERSION = r"v?(\d+(?:\.\d+){1,3}(?:(?:a|b|rc|\.post|\.dev)\d*)?(?:\+[\w.]+)?)"
 _SEP = r"(?:\s*[=:]=?\s*|\s+|\s*\|\s*|-)"
 _TORCH_TAG = re.compile(r"\+(cu(\d{2})(\d)|cpu)\b")
+_BUILT_CUDA = re.compile(r"\bCUDA used to build PyTorch\s*:\s*(\d+\.\d+|None)\b", re.IGNORECASE)  # collect_env
 _NVIDIA_WHEEL = re.compile(r"\b(nvidia-[a-z-]+-cu1[23])\b(?:[=\s:]+)?(\d+(?:\.\d+)*)?", re.IGNORECASE)
 _TRITON_PTXAS = re.compile(r"\bTRITON_PTXAS_PATH\s*=\s*(\S+)")
 # a container the reporter runs in (an image they pull or run); a container image named in prose is not read
@@ -102,23 +103,24 @@ def watched_packages(kb=None) -> tuple[str, ...]:  # noqa: ANN001 - Knowledge
 
 def _package_pattern(names: Sequence[str]) -> re.Pattern[str]:
     alts = "|".join(re.escape(n).replace(r"\-", "[-_.]?") for n in names)
-    return re.compile(rf"(?<![\w/.-])(?:\[pip3?\]\s*|\[conda\]\s*)?({alts}|pytorch){_SEP}{_VERSION}(?![\w])",
-                      re.IGNORECASE)
+    return re.compile(rf"(?<![\w/.-])(?<!build )(?:\[pip3?\]\s*|\[conda\]\s*)?({alts}|pytorch)(?:\s+version)?{_SEP}"
+                      rf"{_VERSION}(?![\w])", re.IGNORECASE)
 
 
 _PATTERN_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 
-def extract(lines: Sequence[str], roles: Sequence[str], kb=None) -> TextFacts:  # noqa: ANN001 - Knowledge
-    """The facts the failure and context lines state, as a partial snapshot. Pure; never raises (odd input gives
-    an empty one)."""
+def extract(lines: Sequence[str], roles: Sequence[str], kb=None,  # noqa: ANN001 - Knowledge
+            read: Sequence[str] = READ_ROLES) -> TextFacts:
+    """The facts the lines of the roles in ``read`` (default: failure and context) state, as a partial snapshot.
+    Pure; never raises (odd input gives an empty one)."""
     try:
-        return _extract(lines, roles, kb)
+        return _extract(lines, roles, kb, tuple(read))
     except Exception:  # noqa: BLE001 - a reader must never break diagnose
         return TextFacts(Facts())
 
 
-def _extract(lines: Sequence[str], roles: Sequence[str], kb) -> TextFacts:  # noqa: ANN001
+def _extract(lines: Sequence[str], roles: Sequence[str], kb, read: tuple[str, ...]) -> TextFacts:  # noqa: ANN001
     names = watched_packages(kb)
     rx = _PATTERN_CACHE.get(names)
     if rx is None:
@@ -127,12 +129,12 @@ def _extract(lines: Sequence[str], roles: Sequence[str], kb) -> TextFacts:  # no
     dists: dict[str, str] = {}
     gpu: dict = {}
     cap: tuple[int, int] | None = None
-    driver_cuda = driver = image = env_kind = ptxas = ""
+    driver_cuda = driver = image = env_kind = ptxas = built_cuda = ""
     container_said = False
     for i, (line, role) in enumerate(zip(lines, roles, strict=False)):
         if i >= _MAX_LINES:
             break
-        if role not in READ_ROLES or not isinstance(line, str):
+        if role not in read or not isinstance(line, str):
             continue
         ln = line[:_LINE_CHARS]
         if not gpu and _GB10.search(ln):
@@ -147,6 +149,9 @@ def _extract(lines: Sequence[str], roles: Sequence[str], kb) -> TextFacts:  # no
         if not driver and (m := _DRIVER.search(ln)):
             driver = m.group(1)
             stated.setdefault("gpu.driver_version", i + 1)
+        if not built_cuda and (m := _BUILT_CUDA.search(ln)):
+            built_cuda = m.group(1)
+            stated.setdefault("target.torch.cuda", i + 1)
         for m in rx.finditer(ln):
             name = _canon(m.group(1))
             name = "torch" if name == "pytorch" else name
@@ -187,7 +192,7 @@ def _extract(lines: Sequence[str], roles: Sequence[str], kb) -> TextFacts:  # no
     target: dict = {}
     if dists:
         target["distributions"] = dists
-        torch = _torch_static(dists.get("torch", ""))
+        torch = _torch_static(dists.get("torch", ""), built_cuda)
         if torch is not None:
             target["torch"] = torch
             stated.setdefault("target.torch", stated.get("target.distributions[torch]", 0))
@@ -206,12 +211,17 @@ def _extract(lines: Sequence[str], roles: Sequence[str], kb) -> TextFacts:  # no
     return TextFacts(Facts.model_validate(data), stated)
 
 
-def _torch_static(version: str) -> dict | None:
-    """torch's build as its version states it: ``+cu128`` -> CUDA 12.8, ``+cpu`` -> a CPU build. A version without
-    a CUDA tag (an NGC build, a plain ``2.9.1``) does not state its CUDA: not read."""
+def _torch_static(version: str, built_cuda: str = "") -> dict | None:
+    """torch's build as its version states it: ``+cu128`` -> CUDA 12.8, ``+cpu`` -> a CPU build; else as
+    collect_env's "CUDA used to build PyTorch" states it. A version with neither (an NGC build, a plain ``2.9.1``)
+    does not state its CUDA: not read."""
     m = _TORCH_TAG.search(version or "")
     if not m:
-        return None
+        if not version or not built_cuda:
+            return None
+        if built_cuda.lower() == "none":
+            return {"version": version, "cuda": None, "local_tag": ""}
+        return {"version": version, "cuda": built_cuda, "local_tag": ""}
     if m.group(1) == "cpu":
         return {"version": version, "cuda": None, "local_tag": "cpu"}
     return {"version": version, "cuda": f"{int(m.group(2))}.{m.group(3)}", "local_tag": m.group(1)}
