@@ -82,8 +82,6 @@ SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong pro
 # --- features -------------------------------------------------------------------------------------------------------
 
 RULES = "blind"  # "blind": each set read by the rules that had not seen it; "current": every set by today's rules
-TEXT_FACTS = "off"  # round 18x (results v25): "on" the facts the failure/context lines state, judged by the owners,
-# as a candidate feature and a --facts-like promotion; "plain": the same reading prose too (a ceiling, not shippable)
 
 
 def featurize(cases: list[dict]) -> None:
@@ -96,17 +94,7 @@ def featurize(cases: list[dict]) -> None:
             kbs[c["set"]] = blind_kb(c["set"], kb) if BLIND_RULES.get(c["set"]) and RULES == "blind" else kb
         k = kbs[c["set"]]
         inp = from_text(c["text"], c["id"], k.text_limits)
-        confirms: dict = {}
-        if TEXT_FACTS == "off":
-            res = match(inp, k)
-        else:  # the owners' confirmations on the stated facts promote like --facts, and are one more feature
-            from sparkops.diagnose.reading import line_roles
-            from sparkops.diagnose.text_facts import READ_ROLES, extract, judge_text
-
-            read = READ_ROLES if TEXT_FACTS == "on" else (*READ_ROLES, "plain")
-            tj = judge_text(extract(inp.lines, line_roles(inp.lines), read=read))
-            confirms = tj.confirms
-            res = match(inp, k, tj.signals, tj.effects)
+        res = match(inp, k)
         cands = candidates(res)
         text = text_features(inp.lines, res.roles)
         rows = []
@@ -115,8 +103,6 @@ def featurize(cases: list[dict]) -> None:
             row.append((INDEX["p." + cand.gotcha], 1.0))
             if f["anchored"]:
                 row.append((INDEX["a." + cand.gotcha], 1.0))
-            if cand.gotcha in confirms:
-                row.append((INDEX["c.text_fact"], 1.0))
             rows.append(row)
         rows.append([(INDEX["n." + name], text[name]) for name in NONE_FEATURES if text.get(name)])
         c["cap"] = {x.gotcha: ceiling(x, text)[0] for x in cands}  # learned.ceiling, as diagnose applies it
@@ -589,8 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", default="p", choices=("p", "failure"), help="when a second gotcha is offered")
     ap.add_argument("--second-at", type=float, default=0.3,
                     help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
-    ap.add_argument("--text-facts", choices=("off", "on", "plain"), default="off",
-                    help="round 18x (results v25): the owners' confirmations on the facts a report states")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -612,13 +596,6 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--write ships second_at 0.3 (diagnose offers a second gotcha by its probability only)")
     POLICY = args.policy
     RULES = args.rules
-    global TEXT_FACTS, PARAMS, INDEX
-    TEXT_FACTS = args.text_facts
-    if TEXT_FACTS != "off":
-        if args.write:
-            raise SystemExit("--write ships the shipped feature set (--text-facts off)")
-        PARAMS = (*PARAMS, "c.text_fact")
-        INDEX = {k: i for i, k in enumerate(PARAMS)}
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
         raise SystemExit("--write trains on the blind reading only")
