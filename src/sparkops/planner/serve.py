@@ -1562,19 +1562,62 @@ def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
     return (round(free, 2) if reads_available and free is not None else free), reads_available
 
 
+def vllm_extensible_kv_cache(spec: ServeSpec) -> bool:
+    """Does this vLLM size its KV pool from the memory measured after warmup and CUDA-graph capture (0.34's
+    extensible KV cache, engines.yaml vllm.extensible_kv_cache)? On by default from 0.34.0, off with
+    --kv-cache-memory, --num-gpu-blocks-override or --no-enable-extensible-kv-cache. A release the launch line does
+    not name is not taken to be 0.34 (unknown_is_current off): the scored logs all predate it."""
+    if spec.kv_cache_memory_bytes or spec.num_gpu_blocks_override or spec.enable_extensible_kv_cache is False:
+        return False
+    if spec.enable_extensible_kv_cache:
+        return True
+    v = _version(spec)
+    if v is not None and v[0] != 0:  # not a vLLM release (core/releases.py reads "Llama3.3_Hopper.yaml" as 3.3)
+        v = None
+    return v != OLD_ENGINE and at_least(v, str(engine_value("vllm", "extensible_kv_cache")["since"]),
+                                         unknown_is_current=False)
+
+
+def vllm_extensible_kv(requested: float, free: float | None, persistent: float, transient: float) -> float:
+    """0.34's KV pool (GiB; vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes): min(requested - what the
+    engine holds after capture, free at start - that - margin) - the transient peak kept free; margin = max(floor,
+    fraction x transient). ``free`` None (not read): the budget alone."""
+    x = engine_value("vllm", "extensible_kv_cache")
+    margin = max(float(x["margin_floor_gib"]), float(x["margin_fraction"]) * transient)
+    kv = requested - persistent
+    if free is not None:
+        kv = min(kv, free - persistent - margin)
+    return kv - transient
+
+
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel,
           stage_weights: list[float] | None = None) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers).
     ``stage_weights``: each pipeline stage's weights (GiB per rank) where tm sizes the stages one by one; the plan's
     weights, KV pool and tokens are then the limiting stage's (vllm_pp_stages)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
-    util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version)
+    extensible = vllm_extensible_kv_cache(spec)
+    util = spec.gpu_memory_utilization or (float(engine_value("vllm", "extensible_kv_cache")["default_share"])
+                                           if extensible else vllm_default_share(spec.engine_version))
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
     notes = []
     kv_other = None
-    if spec.kv_cache_memory_bytes:
+    ext_free, ext_persistent = None, 0.0
+    if extensible:
+        # 0.34: graphs as captured (the estimate left the budget), then the measured pool
+        ext_free = vllm_start_free(m, spec)[0]
+        ext_persistent = weights_gib + ov["non_torch"] + (0.0 if spec.enforce_eager else ov["cudagraph"])
+        kv_avail = vllm_extensible_kv(requested, ext_free, ext_persistent, ov["activation_peak"])
+        notes.append(f"vLLM {spec.engine_version or '>= 0.34'} sizes the KV pool after warmup and CUDA-graph capture "
+                     f"(the extensible KV cache, on by default since 0.34.0): gpu_memory_utilization {util:g}"
+                     + (" (its default there)" if not spec.gpu_memory_utilization else "")
+                     + " is a cap, the pool takes what is free less a margin and the activation peak"
+                     + ("; on unified memory that is MemAvailable: vLLM's docs ask for a share below 1.0 on a DGX Spark"
+                        if m.unified and not spec.gpu_memory_utilization else "")
+                     + "; --no-enable-extensible-kv-cache or --kv-cache-memory restores the profiled budget")
+    elif spec.kv_cache_memory_bytes:
         kv_avail = spec.kv_cache_memory_bytes / GIB
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
@@ -1621,6 +1664,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                      + ("" if counted == drafter.layers else " (their page per token differs from the target's: left out)"))
     free, reads_available = vllm_start_free(m, spec)
     passes = None if free is None else free >= requested
+    if extensible:  # request_memory skips its check with the extensible cache (v1/worker/utils.py, 0.34.0)
+        passes = True
     after = None
     if passes is False and m.page_cache_gib is not None and not reads_available:
         after = free + m.page_cache_gib >= requested  # type: ignore[operator]
@@ -1635,13 +1680,20 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                    f"MemorySnapshot), after its own container and CUDA context are up: {m.available_gib:.2f} GiB "
                    f"MemAvailable now - {um['context_gib']:g} GiB assumed = {free:.2f} GiB (public GB10 readings: "
                    f"{lo:g}-{hi:g} GiB under MemAvailable); the page cache does not refuse the start")
-        if passes and free - (hi - um["context_gib"]) < requested:
+        if passes and not extensible and free - (hi - um["context_gib"]) < requested:
             notes.append(f"the start-up check passes by {free - requested:.2f} GiB: on kernels where vLLM's start "
                          f"costs {hi:g} GiB before its check (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47) it fails; "
                          "vLLM prints the free memory it read ('Free memory on device ... on startup')")
     elif m.unified:
         detail += "; on a Spark CUDA's free memory is MemFree: the page cache counts as used"
-    start = StartCheck(check="free >= ceil(total x gpu_memory_utilization)", requested_gib=round(requested, 2),
+    check = "free >= ceil(total x gpu_memory_utilization)"
+    if extensible:
+        check = "none: the extensible KV cache (vLLM >= 0.34) skips it"
+        detail = (f"vLLM 0.34's request_memory does not compare free memory with gpu_memory_utilization x TOTAL = "
+                  f"{util:g} x {m.total_gib:.2f} = {requested:.2f} GiB when the extensible KV cache is on: the budget is "
+                  "only a cap, and the pool is sized from the memory free after warmup (engines.yaml "
+                  "vllm.extensible_kv_cache)")
+    start = StartCheck(check=check, requested_gib=round(requested, 2),
                        free_gib=free, passes=passes, passes_after_flush=after, largest_share_now=largest, detail=detail)
     ov["kv_before_speculative"] = round(max(0.0, kv_avail), 2)
     ov["mtp_counted"] = float(mtp)
@@ -1669,7 +1721,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         lim = next(s for s in stages if s.limiting)
         shown.update(activation_peak=lim.activation_peak_gib, cudagraph=lim.cudagraph_gib)
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
-                 footprint=requested + (0.0 if graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"]),
+                 footprint=(ext_persistent + max(kv_avail, 0.0) + ov["activation_peak"] if extensible else
+                            requested + (0.0 if graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"])),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other, stages=stages)
 
 
@@ -1971,7 +2024,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
         if kvb >= 2 and req:
             sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
-        if machine.unified:
+        if machine.unified and not vllm_extensible_kv_cache(spec):
             notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
                          f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
                          f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")

@@ -97,6 +97,8 @@ class ServeSpec(_M):
     kv_max_tokens: int | None = None  # TensorRT-LLM KvCacheConfig.max_tokens: caps the KV pool in tokens
     max_batch_size: int | None = None  # TensorRT-LLM
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
+    num_gpu_blocks_override: int | None = None  # vLLM --num-gpu-blocks-override (turns 0.34's extensible cache off)
+    enable_extensible_kv_cache: bool | None = None  # vLLM >= 0.34 --[no-]enable-extensible-kv-cache; None: default
     kv_connector: str | None = None  # vLLM --kv-transfer-config's kv_connector (LMCacheConnectorV1 ...)
     # vLLM speculative decoding (--speculative-config JSON, or the older --speculative-model /
     # --num-speculative-tokens): the drafter's method, its checkpoint and the tokens it proposes per step
@@ -187,7 +189,10 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--skip-mm-profiling": ("skip_mm_profiling", "flag"), "--enable-lora": ("enable_lora", "flag"),
          "--max-loras": ("max_loras", "int"), "--max-lora-rank": ("max_lora_rank", "int"),
          "--enable-prefix-caching": ("enable_prefix_caching", "flag"),
-         "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag"), "--load-format": ("load_format", "str")}
+         "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag"), "--load-format": ("load_format", "str"),
+         "--num-gpu-blocks-override": ("num_gpu_blocks_override", "int"),
+         "--enable-extensible-kv-cache": ("enable_extensible_kv_cache", "flag"),
+         "--no-enable-extensible-kv-cache": ("enable_extensible_kv_cache", "noflag")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -207,7 +212,7 @@ _BOOL_NOARG = {"--enforce-eager", "--swa-full", "--enable-expert-parallel", "--t
                "--no-enable-prefix-caching", "--enable-chunked-prefill", "--disable-log-stats", "-fa", "--flash-attn",
                "--jinja", "--mlock", "--no-mmap", "--enable-auto-tool-choice", "--disable-cuda-graph",
                "--disable-radix-cache", "--language-model-only", "-fmoe", "-rtr", "--cont-batching", "--skip-mm-profiling",
-               "--enable-lora"}
+               "--enable-lora", "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache"}
 
 
 def _norm_flag(tok: str) -> str:
