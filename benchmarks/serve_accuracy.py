@@ -92,7 +92,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             spec = spec_of(rec)
         except Exception as exc:  # noqa: BLE001 - an engine the predictor does not model: a miss, reported
             skipped.append(f"{rid}: no spec for engine {rec['engine']!r} ({str(exc).splitlines()[0]})")
-            rows.extend(_unpredicted(rid, obs))
+            rows.extend(_unpredicted(rec, obs))
             continue
         total = total_of(rec)
         if rec.get("model") is None:  # start-up check only
@@ -107,7 +107,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             shape = serve.resolve_shape(name)
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported
             skipped.append(f"{rid}: model not resolved ({exc})")
-            rows.extend(_unpredicted(rid, obs))
+            rows.extend(_unpredicted(rec, obs))
             continue
         unified = bool(re.search(r"GB10|DGX Spark|GX10", rec.get("gpu", "")))  # one pool for CPU and GPU
         machine = serve.Machine(source="log", total_gib=total or 1000.0,
@@ -182,6 +182,9 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
                 blk = obs.get("block_size", 32)
                 page = serve.kv_layer_bytes(shape, kvb, tp) * shape.attn_layers * blk
                 rows.append(_num(rid, "KV tokens given KV GiB", int(obs["kv_gib"] * GIB // page) * blk, tokens_obs))
+        if rec["engine"] == "sglang" and total and tokens_obs:
+            # SGLang's "max_total_num_tokens" / "KV Cache is allocated. #tokens": the pool from flags alone
+            rows.append(_num(rid, "KV tokens (end to end)", res.kv.tokens, tokens_obs))
         if rec["engine"] == "sglang" and tokens_obs and "k_gib" in obs:
             kvb = serve.kv_dtype_bytes(spec)
             k_pred = tokens_obs * serve.kv_bytes_per_token(shape, kvb, tp) / 2 / GIB
@@ -191,16 +194,24 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
     return rows, skipped
 
 
-def _unpredicted(rid: str, obs: dict) -> list[dict]:
+def _unpredicted(rec: dict, obs: dict) -> list[dict]:
     """A record the predictor could not take (unknown model or engine) counts as a miss on every
-    quantity its log shows, so a skipped record can never raise the score."""
+    quantity its log shows, under the row names a predicted record of its engine gets, so a skipped
+    record can never raise the score."""
+    rid, engine = rec["id"], rec.get("engine")
     out = []
+    gguf = engine in ("llama.cpp", "ollama")
     if "weights_gib" in obs:
-        out.append(_num(rid, "weights GiB/rank", None, obs["weights_gib"]))
+        out.append(_num(rid, "weights GiB (file tensors)" if gguf else "weights GiB/rank", None, obs["weights_gib"]))
+    if "weights_mib" in obs:
+        out.append(_num(rid, "weights GiB (file tensors)", None, obs["weights_mib"] / 1024))
     if "kv_gib" in obs:
         out.append(_num(rid, "KV GiB (end to end)", None, obs["kv_gib"]))
-    if obs.get("tokens"):
-        out.append(_num(rid, "KV tokens (end to end)", None, obs["tokens"]))
+    if "kv_mib" in obs:
+        out.append(_num(rid, "KV MiB (end to end)", None, obs["kv_mib"]))
+    tokens = obs.get("tokens") or (obs["blocks"] * obs.get("block_size", 16) if obs.get("blocks") else None)
+    if tokens:
+        out.append(_num(rid, "KV tokens (end to end)", None, tokens))
     return out
 
 

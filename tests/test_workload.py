@@ -88,3 +88,21 @@ def test_a_model_id_keeps_the_case_it_was_written_in(text, model):
     (the catalogs match names without regard to case)."""
     w = parse_workload(text)
     assert w.model == model and w.params_b is not None
+
+
+@pytest.mark.parametrize(("text", "engine"), [
+    ("docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.34.0 --model Qwen/Qwen3-8B --max-model-len 32768", "vllm"),
+    ("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B", "vllm"),
+    ("python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --mem-fraction-static 0.5", "sglang"),
+    ("llama-server -m gpt-oss-20b-mxfp4.gguf -c 32768 -np 2", "llama.cpp"),
+    ("trtllm-serve Qwen/Qwen3-8B --max_batch_size 8", "tensorrt-llm"),
+])
+def test_a_server_launch_line_is_an_inference_workload_on_its_engine(text, engine):
+    # no word says "serve", yet the line starts a server: preflight must plan it as one (and G3 judge its start)
+    w = parse_workload(text)
+    assert w.method == "inference" and engine in w.components
+
+
+def test_the_method_a_description_names_wins_over_a_launch_word():
+    w = parse_workload("qlora 70b on the llama-server box's sibling")
+    assert w.method == "qlora"

@@ -62,3 +62,23 @@ def test_g3s_start_up_check_judges_the_share_the_launch_line_names():
     # the share is read even when the model cannot be planned
     unknown = _report("gb10_page_cache", "vllm serve no-such-org/no-such-model-7b --gpu-memory-utilization 0.3")
     assert unknown.plan.error and unknown.workload.serve_share == 0.3
+
+
+def test_vllm_034s_extensible_kv_cache_has_no_start_up_check_for_g3_to_judge():
+    # vLLM 0.34.0's request_memory skips "Free memory on device ... less than desired" when the extensible KV cache is
+    # on (its default; engines.yaml vllm.extensible_kv_cache): the page cache that refuses a 0.33 start at the default
+    # share refuses nothing there. --no-enable-extensible-kv-cache restores the profiled budget and the check.
+    image = "docker run --gpus all vllm/vllm-openai:{tag} --model Qwen/Qwen3-8B --max-model-len 32768"
+    old, new = _report("gb10_page_cache", image.format(tag="v0.33.0")), _report("gb10_page_cache", image.format(tag="v0.34.0"))
+    off = _report("gb10_page_cache", image.format(tag="v0.34.0") + " --no-enable-extensible-kv-cache")
+    g3 = {k: next(f for f in r.findings if f.gotcha == "G3") for k, r in (("old", old), ("new", new), ("off", off))}
+    assert old.workload.serve_extensible_kv is False and new.workload.serve_extensible_kv is True
+    assert off.workload.serve_extensible_kv is False
+    assert "G3.serve-start-refused" in g3["old"].codes and "G3.serve-start-refused" in g3["off"].codes
+    assert "G3.serve-start-refused" not in g3["new"].codes
+    start = next(e for e in g3["new"].evidence if e.fact == "vllm start-up check")
+    assert "extensible KV cache" in str(start.value) and start.value["share"] == 1.0  # the cap is the whole pool
+    # plan --serve says the same on the same facts (one owner: G3's vllm_extensible_kv_cache)
+    plan = api.serve_plan(workload=image.format(tag="v0.34.0"), facts=FIXTURES / "facts" / "gb10_page_cache.json",
+                          offline=True)
+    assert plan.start.passes is True and plan.start.check.startswith("none")

@@ -32,13 +32,16 @@ def _kv_mib(rid: str) -> float:
 def test_every_llamacpp_and_ollama_kv_row_holds_and_the_one_weights_miss_is_named():
     rows, _ = sa.evaluate(list(RECORDS.values()))
     kv = [r for r in rows if r["what"] == "KV MiB (end to end)"]
-    assert len(kv) >= 14 and all(r["ok"] for r in kv), [r for r in kv if not r["ok"]]
+    # the ik_llama.cpp mix-IQ3_K file name resolves to no catalog model (and IQ3_K has no bits-per-weight entry): the
+    # scorer counts a record it cannot predict as a miss on every quantity its log shows
+    unresolved = {"llamacpp-ik514-qwen3-235b-mix-iq3k-5090-40k-q8kv"}
+    assert len(kv) >= 15 and {r["id"] for r in kv if not r["ok"]} == unresolved
     weights = [r for r in rows if r["what"] == "weights GiB (file tensors)"]
     # blind v19: Qwen3 0.6B Q4_K_M on a Jetson Orin loads 456.11 MiB where the plan gives 0.34 GiB (-23.7 %): the GGUF
     # counts 751.63 M parameters (its 311 tensors store the tied embedding table a second time as `output`, 155.58 M)
     # against the catalog's 596.05 M, and averages 5.09 bits, not Q4_K_M's 4.89. Not changed in round 20ab.
-    known = {"llamacpp-orin-qwen3-0.6b-q4km-cpu-4k-b5489"}
-    assert len(weights) >= 10
+    known = {"llamacpp-orin-qwen3-0.6b-q4km-cpu-4k-b5489"} | unresolved
+    assert len(weights) >= 11
     assert {r["id"] for r in weights if not r["ok"]} == known
 
 
@@ -86,3 +89,23 @@ def test_sglang_k_size_at_the_default_share_is_the_tokens_times_the_k_bytes():
     per_token = serve.kv_bytes_per_token(shape, serve.kv_dtype_bytes(spec), 1)
     assert per_token == 24 * 2 * 64 * 2 * 2  # layers x KV heads x head dim x (K, V) x bf16
     assert rec["observed"]["tokens"] * per_token / 2 / GIB == pytest.approx(rec["observed"]["k_gib"], abs=0.005)
+
+
+def test_sglang_max_total_tokens_caps_the_pool_as_its_model_runner_does():
+    """SGLang's model_runner: max_total_num_tokens = min(the profiled value, --max-total-tokens). The docs CI start set
+    max_total_tokens=20480 and logged 'KV Cache is allocated. #tokens: 20480, K size: 0.12 GB' on an 80 GB H100,
+    where mem_fraction_static 0.841 alone leaves room for millions of Qwen2.5-0.5B tokens."""
+    rec = RECORDS["sglang-docs-qwen25-0.5b-h100-mf0841-maxtok20480"]
+    spec = sa.spec_of(rec)
+    assert spec.kv_max_tokens == rec["observed"]["tokens"] == 20480
+    m = serve.Machine(source="log", total_gib=79.19, free_gib=79.19, gpu_name=rec["gpu"])
+    shape = serve.resolve_shape(rec["model"])
+    capped = serve.plan_serve(shape, spec, m)
+    free = serve.plan_serve(shape, spec.model_copy(update={"kv_max_tokens": None}), m)
+    assert capped.kv.tokens == 20480 and free.kv.tokens > 100 * 20480
+    assert any("--max-total-tokens 20480" in n for n in capped.notes)
+    # the pool holds only the capped tokens: K is half of it, 0.12 GB in the log
+    assert capped.kv.available_gib / 2 == pytest.approx(rec["observed"]["k_gib"], rel=0.05)
+    from sparkops.planner.serve_engines import parse_command
+    assert parse_command("python -m sglang.launch_server --model-path qwen/qwen2.5-0.5b-instruct "
+                        "--max-total-tokens 20480").kv_max_tokens == 20480

@@ -14,7 +14,7 @@ from typing import Any
 from sparkops.checks import container, g03_fragmentation, identity, pool_budget
 from sparkops.checks.base import CheckContext, Reason, ev, installed, reason
 from sparkops.core.findings import Evidence, Finding
-from sparkops.core.releases import at_least, release
+from sparkops.core.releases import OLD_ENGINE, at_least, release
 from sparkops.core.units import GIB, gb_to_gib
 from sparkops.facts.model import Facts, PsiFacts, TorchLive
 from sparkops.facts.reading import known
@@ -103,10 +103,29 @@ def vllm_reads_mem_available(version: str | None) -> bool:
     return at_least(release(version), engines_data()["engines"]["vllm"]["unified_memory"]["since"])
 
 
-def vllm_default_share(version: str | None) -> float:
+def vllm_extensible_kv_cache(version: str | None, *, pinned_pool: bool = False, flag: bool | None = None) -> bool:
+    """Does this vLLM run 0.34's extensible KV cache (engines.yaml vllm.extensible_kv_cache), which sizes the pool
+    from the memory free after warmup, treats the share as a cap (default 1.0) and SKIPS the start-up check? On by
+    default from 0.34.0; off with --kv-cache-memory / --num-gpu-blocks-override (``pinned_pool``) or
+    --no-enable-extensible-kv-cache (``flag`` False). A release not named is NOT taken to be 0.34 (every recorded
+    start predates it), nor is a number that is no vLLM release (a major above 0: "Llama3.3_Hopper.yaml")."""
+    if pinned_pool or flag is False:
+        return False
+    if flag:
+        return True
+    v = release(version)
+    if v is None or v == OLD_ENGINE or v[0] != 0:
+        return False
+    return at_least(v, str(engines_data()["engines"]["vllm"]["extensible_kv_cache"]["since"]))
+
+
+def vllm_default_share(version: str | None, *, extensible: bool = False) -> float:
     """vLLM's default --gpu-memory-utilization in this release (engines.yaml vllm.default_gpu_memory_utilization and
-    _by_release: 0.9, 0.92 since the CUDA-graph estimate entered the budget); None is the current release."""
+    _by_release: 0.9, 0.92 since the CUDA-graph estimate entered the budget; 1.0, a cap, with 0.34's extensible KV
+    cache); None is the current release."""
     vllm = engines_data()["engines"]["vllm"]
+    if extensible:
+        return float(vllm["extensible_kv_cache"]["default_share"])
     rows = [r for r in vllm.get("default_gpu_memory_utilization_by_release", []) if at_least(release(version), r["since"])]
     return float(max(rows, key=lambda r: release(str(r["since"])))["share"] if rows else vllm["default_gpu_memory_utilization"])
 
@@ -162,8 +181,14 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return
-    share = w.serve_share or vllm_default_share(installed(ctx.facts).get("vllm"))  # the launch line's, else the default
-    code, v = vllm_start_decision(ctx.facts, share)
+    version = installed(ctx.facts).get("vllm")
+    extensible = w.serve_extensible_kv if w.serve_extensible_kv is not None else vllm_extensible_kv_cache(version)
+    share = w.serve_share or vllm_default_share(version, extensible=extensible)  # the launch line's, else the default
+    if extensible:  # 0.34's request_memory skips the check; the share is a cap the budget below still weighs
+        code, v = "G3.start_skipped", {"share": share, "why": "vLLM >= 0.34's extensible KV cache skips the start-up "
+                                       "check and sizes its pool from the memory free after warmup"}
+    else:
+        code, v = vllm_start_decision(ctx.facts, share)
     evidence.append(ev("vllm start-up check", {"share": share, **v}))
     if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads
         warns.insert(0, reason("G3.serve-start-after-flush", **v))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from sparkops.core.launch import engine_in_text
 from sparkops.core.modeling import BaseModel, ConfigDict, Field
 
 METHODS = {"full": "full", "fft": "full", "lora": "lora", "qlora": "qlora", "inference": "inference",
@@ -41,6 +42,9 @@ class Workload(BaseModel):
     # a server's share of TOTAL memory (vLLM --gpu-memory-utilization) as its launch line names it, read by the planner
     # (planner/preflight.py) for G3's start-up check; None: not named, the engine's default applies
     serve_share: float | None = None
+    # whether that server runs vLLM 0.34's extensible KV cache (no start-up check; the share is a cap), decided by the
+    # G3 owner on the launch line's flags and the target's installed release; None: not decided there
+    serve_extensible_kv: bool | None = None
     unparsed: list[str] = Field(default_factory=list)
 
     @property
@@ -141,6 +145,14 @@ def parse_workload(text: str) -> Workload:
             w.model = written[i]  # llama-3.1-70b-instruct, meta-llama/Llama-3.1-8B, gpt-oss-120b, mixtral-8x7b
             w.params_b = w.params_b or _size_b(tok)
             take(i)
+    # a launch line that starts a server (`docker run ... vllm/vllm-openai:v0.34.0 --model X`, `python -m
+    # sglang.launch_server ...`) is an inference workload on that engine even where no word says "serve"
+    engine = engine_in_text(text)
+    if engine is not None:
+        w.method = w.method or "inference"
+        comp = "tensorrt-llm" if engine == "trtllm" else engine
+        if comp not in w.components:
+            w.components.append(comp)
     filler = {"on", "with", "at", "of", "a", "the", "and", "for", "x", "in", "using", "model", "run", "train",
               "training", "fine-tune", "finetune", "size"}
     w.unparsed = [t for i, t in enumerate(tokens) if i not in used and t not in filler]

@@ -70,13 +70,16 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
     if spec.gpu_memory_utilization is not None:  # the share G3's start-up check judges, whether or not the plan runs
         workload = workload.model_copy(update={"serve_share": spec.gpu_memory_utilization})
     try:
-        shape = serve.resolve_shape(spec.model, hub=hub)
-        machine, running = machine_and_running(facts, "facts", kb.thresholds.g3.os_reserve_gb)
         if isinstance(facts.target.distributions, dict):
             spec, _ = with_installed(spec, facts.target.python or "the target python", dict(facts.target.distributions))
+        if spec.engine == "vllm":  # the launch line's flags and the installed release decide G3's start-up check too
+            workload = workload.model_copy(update={"serve_extensible_kv": serve.vllm_extensible_kv_cache(spec)})
+        shape = serve.resolve_shape(spec.model, hub=hub)
+        machine, running = machine_and_running(facts, "facts", kb.thresholds.g3.os_reserve_gb)
         res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, running=running)
     except InputError as exc:
         return workload, {"error": str(exc)}
+
     peak_gb = round(res.footprint_gib * GIB / GB, 2)
     kv = res.kv
     summary = {"peak_gb": peak_gb, "budget_gb": round(res.budget_gib * GIB / GB, 2), "verdict": res.verdict,

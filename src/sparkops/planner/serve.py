@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.checks import pool_budget
 from sparkops.checks.g03_unified_memory import vllm_default_share  # the G3 owner's default share by release
+from sparkops.checks.g03_unified_memory import vllm_extensible_kv_cache as g03_extensible
 from sparkops.core.releases import OLD_ENGINE, Release, at_least, release
 from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
@@ -1564,18 +1565,9 @@ def vllm_start_free(m: Machine, spec: ServeSpec) -> tuple[float | None, bool]:
 
 def vllm_extensible_kv_cache(spec: ServeSpec) -> bool:
     """Does this vLLM size its KV pool from the memory measured after warmup and CUDA-graph capture (0.34's
-    extensible KV cache, engines.yaml vllm.extensible_kv_cache)? On by default from 0.34.0, off with
-    --kv-cache-memory, --num-gpu-blocks-override or --no-enable-extensible-kv-cache. A release the launch line does
-    not name is not taken to be 0.34 (unknown_is_current off): the scored logs all predate it."""
-    if spec.kv_cache_memory_bytes or spec.num_gpu_blocks_override or spec.enable_extensible_kv_cache is False:
-        return False
-    if spec.enable_extensible_kv_cache:
-        return True
-    v = _version(spec)
-    if v is not None and v[0] != 0:  # not a vLLM release (core/releases.py reads "Llama3.3_Hopper.yaml" as 3.3)
-        v = None
-    return v != OLD_ENGINE and at_least(v, str(engine_value("vllm", "extensible_kv_cache")["since"]),
-                                         unknown_is_current=False)
+    extensible KV cache)? The G3 owner's decision on this launch line's flags and release, not a copy."""
+    return g03_extensible(spec.engine_version, flag=spec.enable_extensible_kv_cache,
+                          pinned_pool=bool(spec.kv_cache_memory_bytes or spec.num_gpu_blocks_override))
 
 
 def vllm_extensible_kv(requested: float, free: float | None, persistent: float, transient: float) -> float:
@@ -1597,8 +1589,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     weights, KV pool and tokens are then the limiting stage's (vllm_pp_stages)."""
     hy, drafter, mtp = tm.layout, tm.drafter, tm.mtp
     extensible = vllm_extensible_kv_cache(spec)
-    util = spec.gpu_memory_utilization or (float(engine_value("vllm", "extensible_kv_cache")["default_share"])
-                                           if extensible else vllm_default_share(spec.engine_version))
+    util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version, extensible=extensible)
     tp = spec.tensor_parallel
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
@@ -1735,13 +1726,20 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
     cell = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers
     tokens = int(rest * GIB // cell) if rest > 0 else 0
     passes = None if m.free_gib is None else rest > 0
+    notes = []
+    if spec.kv_max_tokens and tokens > spec.kv_max_tokens:
+        # model_runner: max_total_num_tokens = min(profiled, --max-total-tokens); the pool is allocated for that many
+        notes.append(f"--max-total-tokens {spec.kv_max_tokens} caps the pool below the {tokens:,} tokens "
+                     f"mem_fraction_static {msf:g} leaves room for")
+        tokens = spec.kv_max_tokens
+        rest = tokens * cell / GIB
     start = StartCheck(check="free after weights - total x (1 - mem_fraction_static) > 0",
                        requested_gib=round(m.total_gib * msf, 2), free_gib=m.free_gib, passes=passes,
                        detail=f"SGLang keeps total x (1 - {msf:g}) = {m.total_gib * (1 - msf):.2f} GiB for activations "
                               "and CUDA graphs and gives the rest of the memory free after loading to the KV pool")
     return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(m.total_gib * (1 - msf), 2)},
                  kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
-                 start=start, notes=[])
+                 start=start, notes=notes)
 
 
 def _trtllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -1986,7 +1984,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
     if spec.engine == "vllm":
-        util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version)
+        util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version,
+                                                                 extensible=vllm_extensible_kv_cache(spec))
         floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
             + (req or 0.0)
         if p.start.passes is False and seen is not None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkops.core.errors import InputError
+from sparkops.core.launch import VLLM_IMAGE, detect_engine, image_version
 
 Engine = Literal["vllm", "sglang", "llama.cpp", "ollama", "trtllm"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama", "trtllm")
@@ -94,7 +95,7 @@ class ServeSpec(_M):
     gpu_memory_utilization: float | None = None  # vLLM
     mem_fraction_static: float | None = None  # SGLang
     free_gpu_memory_fraction: float | None = None  # TensorRT-LLM: share of the memory FREE after loading
-    kv_max_tokens: int | None = None  # TensorRT-LLM KvCacheConfig.max_tokens: caps the KV pool in tokens
+    kv_max_tokens: int | None = None  # caps the KV pool in tokens: TensorRT-LLM KvCacheConfig.max_tokens, SGLang --max-total-tokens
     max_batch_size: int | None = None  # TensorRT-LLM
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory: skips the profiled budget
     num_gpu_blocks_override: int | None = None  # vLLM --num-gpu-blocks-override (turns 0.34's extensible cache off)
@@ -197,7 +198,7 @@ _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
            "--max-running-requests": ("max_num_seqs", "int"), "--quantization": ("quantization", "str"),
-           "--chunked-prefill-size": ("max_num_batched_tokens", "int")}
+           "--chunked-prefill-size": ("max_num_batched_tokens", "int"), "--max-total-tokens": ("kv_max_tokens", "int")}
 _LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "size"), "--ctx-size": ("ctx_size", "size"),
           "-ngl": ("n_gpu_layers", "int"), "--n-gpu-layers": ("n_gpu_layers", "int"), "--gpu-layers": ("n_gpu_layers", "int"),
           "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
@@ -221,44 +222,6 @@ def _norm_flag(tok: str) -> str:
     return tok
 
 
-# vLLM's official image (``docker run ... vllm/vllm-openai:v0.10.1 --model X``): its entrypoint is the OpenAI server,
-# so the arguments after the image are the engine's; its tag names the version whose accounting applies
-_VLLM_IMAGE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::(?P<tag>[\w.+-]+))?(?:@sha256:[0-9a-f]+)?$")
-_RELEASE_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?)(?:$|[-+.])")
-
-
-def image_version(token: str) -> str | None:
-    """The vLLM version a ``vllm/vllm-openai:TAG`` image token names (``v0.10.1``, ``0.11.0-cu130`` -> 0.10.1,
-    0.11.0); None for another token, no tag, or a moving tag (``latest``, ``nightly``: not a version)."""
-    m = _VLLM_IMAGE.match(token)
-    if not m or not m.group("tag"):
-        return None
-    r = _RELEASE_TAG.match(m.group("tag"))
-    return r.group("v") if r else None
-
-
-def _detect_engine(tokens: list[str]) -> tuple[str | None, int]:
-    """(engine, index of the first argument after the engine's command)."""
-    for i, t in enumerate(tokens):
-        base = t.rsplit("/", 1)[-1]
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if _VLLM_IMAGE.match(t) and not any(x.rsplit("/", 1)[-1] == "vllm" for x in tokens[i + 1:i + 2]):
-            return "vllm", i + 1  # the image's entrypoint is the server: what follows is its arguments
-        if base == "vllm" and nxt == "serve":
-            return "vllm", i + 2
-        if base in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-            return "vllm", i + 1
-        if base in ("sglang.launch_server",) or (base == "sglang" and nxt in ("serve", "launch_server")):
-            return "sglang", i + (1 if base != "sglang" else 2)
-        if base in ("llama-server", "llama-cli", "llama-cpp-server", "server") and (base != "server" or i == 0):
-            return "llama.cpp", i + 1
-        if base == "ollama" and nxt in ("run", "serve", "pull"):
-            return "ollama", i + 2
-        if base == "trtllm-serve":
-            return "trtllm", i + 1 + (nxt == "serve")
-    return None, 0
-
-
 def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
     """Read a pasted launch line (``vllm serve ...``, ``llama-server ...``, ``ollama run ...``)."""
     joined = re.sub(r"\\\s*\n", " ", text)
@@ -274,7 +237,7 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
         if re.fullmatch(r"(OLLAMA|VLLM|SGLANG|LLAMA)_[A-Z0-9_]*=.*", t):
             k, v = t.split("=", 1)
             env.setdefault(k, v)
-    found, start = _detect_engine(tokens)
+    found, start = detect_engine(tokens)
     eng = engine or found
     if eng is None:
         raise ServeInputError("no serving engine in this command line: expected `vllm serve`, "
@@ -425,7 +388,7 @@ def looks_like_command(text: str) -> bool:
     """True when free text is a launch line rather than a description."""
     low = text.lower()
     return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve)|trtllm-serve)", low)
-                or "vllm.entrypoints" in low or any(_VLLM_IMAGE.match(t) for t in text.split()))
+                or "vllm.entrypoints" in low or any(VLLM_IMAGE.match(t) for t in text.split()))
 
 
 # ------------------------------------------------------------------ model names and formats

@@ -19,7 +19,8 @@ def _as_version(res: ServePlanResult) -> str:
     if v:
         return f"; terms by version taken at vLLM {v}" + (f" (installed in {res.spec.installed_in})"
                                                          if res.spec.installed_in else "")
-    return "; terms by version taken at the newest modelled (--engine-version or an image tag names yours)"
+    return ("; terms by version taken at the newest modelled, but without 0.34's extensible KV cache, which only a named "
+            "0.34 turns on (--engine-version or an image tag names yours)")
 
 
 def render_serve(res: ServePlanResult) -> str:
