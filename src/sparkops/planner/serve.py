@@ -1402,13 +1402,18 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
                 "rank); read 'Estimated CUDA graph memory' in the log, or pin the pool with --kv-cache-memory"))
     if _compiles_in_profile(spec):
         lo, hi = engine_value("vllm", "compile_cache_warm_gain_gib")
+        lora = ""
+        if spec.enable_lora:  # engines.yaml vllm.lora.compile_cache_key (LoRAConfig.compute_hash)
+            keys = ", ".join(engine_value("vllm", "lora")["compile_cache_key"])
+            lora = (f"; --enable-lora puts the LoRA config ({keys}) in the compile cache's key, so the model's warm "
+                    "cache without LoRA does not carry over: the first start with these LoRA flags compiles cold")
         out.append(Uncertainty(
             term="compile-cache", assumed="a first start with these flags (a cold torch.compile cache)",
             kv_change_gib=[0.0, float(hi)],
             why=f"vLLM sizes the pool from its profile run's peak, and torch.compile runs inside it: a cold compile "
                 f"cache charges Inductor/Triton temporaries to that peak, a warm restart loads the compiled graph and "
                 f"keeps {lo:g}-{hi:g} GiB more per GPU in public cold/warm pairs; restart once to see the warm figure, "
-                "or pin the pool with --kv-cache-memory"))
+                f"or pin the pool with --kv-cache-memory{lora}"))
     if unified:
         hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
         seen = engine_value("vllm", "unified_non_torch_observed_gib")
