@@ -108,6 +108,12 @@ HOLDOUTS = (
                              "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
                              "dev"),
                min_cases=40, min_per_gotcha=0, min_none=25, min_hard_negatives=25),
+    # holdout16 (issue 18, round 18y) is a SEALED blind set (README): to be scored once by the lead, never trained or tuned on; 30
+    # of its 41 cases are hard negatives and it has no G2 or G6 case (README, "Known gaps"): no per-gotcha floor.
+    HoldoutSet("holdout16", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
+                             "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
+                             "holdout15", "dev"),
+               min_cases=40, min_per_gotcha=0, min_none=25, min_hard_negatives=25),
 )
 BY_NAME = {h.name: h for h in HOLDOUTS}
 SET_FILES = [(h.name, p) for h in HOLDOUTS for p in sorted(h.folder.glob("*.yaml"))]

@@ -302,10 +302,10 @@ def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidenc
     assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH
 
 
-# --- sealed blind sets (issue 18, rounds 18i, 18k, 18r, 18w) -----------------------------------------------------------
+# --- sealed blind sets (issue 18, rounds 18i, 18k, 18r, 18w, 18y) ------------------------------------------------------
 
-# holdout15 (round 18w) is sealed before its one blind score by the lead.
-SEALED = ("holdout12", "holdout13", "holdout14", "holdout15")  # scored once, blind; never trained or tuned on
+# holdout16 (round 18y) is sealed before its one blind score by the lead.
+SEALED = ("holdout12", "holdout13", "holdout14", "holdout15", "holdout16")  # scored once, blind; never trained or tuned on
 
 
 @pytest.mark.parametrize("name", SEALED)
