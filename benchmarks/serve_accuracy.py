@@ -140,12 +140,17 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             if total and rec.get("environment") and ("kv_gib" in obs or tokens_obs):
                 # the log shows the environment vLLM ran in (e.g. "Using FlashInfer for top-p & top-k sampling" /
                 # "FlashInfer is not available"): the record carries it as `plan --serve --python` would read it
-                # on that machine (ServeSpec.flashinfer_installed); flags alone stay the "end to end" rows
+                # on that machine (ServeSpec.flashinfer_installed), and the torch.compile cache it found where its
+                # own lines say (ServeSpec.compile_state, serve.vllm_compile_state); flags alone stay the
+                # "end to end" rows
                 envd = rec["environment"]
-                given_spec = spec.model_copy(update={"flashinfer_installed": envd.get("flashinfer_installed"),
-                                                     "installed_in": "the log's environment"})
-                given = serve.plan_serve(shape, given_spec, machine)
-                what = f"flashinfer_installed={envd.get('flashinfer_installed')}"
+                update: dict = {}
+                if "flashinfer_installed" in envd:
+                    update.update(flashinfer_installed=envd["flashinfer_installed"], installed_in="the log's environment")
+                if envd.get("compile_state") in ("cold", "warm"):
+                    update["compile_state"] = envd["compile_state"]
+                given = serve.plan_serve(shape, spec.model_copy(update=update), machine)
+                what = ", ".join(f"{k}={envd[k]}" for k in ("flashinfer_installed", "compile_state") if k in envd)
                 if "kv_gib" in obs:
                     rows.append(_num(rid, ENV_KV, given.kv.available_gib, obs["kv_gib"], what))
                 if tokens_obs:
@@ -153,7 +158,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             # only where the version subtracts its estimate from the budget (serve.graphs_in_budget): a 0.19.1 log
             # prints the estimate but sizes the pool without it, so feeding it in would move nothing real
             if total and "kv_gib" in obs and "cudagraph_estimate_gib" in obs and res.overheads.get("cudagraph") \
-                    and serve.graphs_in_budget(spec):
+                    and serve.graphs_in_budget(spec, shape) and not serve.v2_graphs_outside_budget(shape, spec):
                 given_kv = res.kv.available_gib + res.overheads["cudagraph"] - obs["cudagraph_estimate_gib"]
                 rows.append(_num(rid, "KV GiB given the log's CUDA-graph estimate", given_kv, obs["kv_gib"],
                                  f"estimate {obs['cudagraph_estimate_gib']} GiB vs modelled {res.overheads['cudagraph']}"))

@@ -45,13 +45,19 @@ def test_a_pinned_kv_budget_on_a_gb10_is_the_pool_and_gives_the_logged_token_cou
 def test_v2_runner_starts_of_a_small_dense_model_on_0271_size_the_pool_within_5_percent(rid):
     """Logs (RTX 4090 under WSL2, vLLM 0.27.1, 'model_runner.py:329 Model loading took 0.93 GiB'): 19.06 / 18.65 GiB at
     0.85 (the second the first start that compiled) and 20.52 GiB at the LLM class's default share; each start's
-    summary line gives the share, the total (23.99 GiB) and the free memory the start-up check read."""
+    summary line gives the share, the total (23.99 GiB) and the free memory the start-up check read. V2 before 0.29
+    subtracts no CUDA-graph estimate, so the range's top is a warm start's pool (round 20af): the warm start (its
+    '(compilation: 0.11 s)') lands on it within 1 %, the compiling ones inside."""
     rec = RECORDS[rid]
     res = _plan(rec)
     assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.02)
     assert res.kv.available_gib == pytest.approx(rec["observed"]["kv_gib"], rel=0.05)
     lo, hi = res.kv.available_range_gib
-    assert lo <= rec["observed"]["kv_gib"] <= hi
+    kv = rec["observed"]["kv_gib"]
+    if (rec.get("environment") or {}).get("compile_state") == "warm":
+        assert kv == pytest.approx(hi, rel=0.01)
+    else:
+        assert lo <= kv <= hi
 
 
 def test_two_lora_slots_add_what_the_log_loads_to_qwen3_8b():

@@ -1368,11 +1368,70 @@ def _compiles_in_profile(spec: ServeSpec) -> bool:
     return not spec.enforce_eager and _version(spec) != OLD_ENGINE and not spec.kv_cache_memory_bytes
 
 
-def graphs_in_budget(spec: ServeSpec) -> bool:
-    """Since the 0.19.2 line (engines.yaml vllm.cudagraph_in_budget_since; vllm PR #38284) vLLM subtracts its
-    CUDA-graph estimate from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns it off)."""
-    return (not spec.enforce_eager and _ge(_version(spec), engine_value("vllm", "cudagraph_in_budget_since"))
-            and spec.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") != "0")
+def graphs_in_budget(spec: ServeSpec, shape: ServeShape | None = None) -> bool:
+    """Does the plan charge its CUDA-graph estimate against the KV budget? Since the 0.19.2 line
+    (engines.yaml vllm.cudagraph_in_budget_since; vllm PR #38284) vLLM subtracts its estimate
+    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns it off). With ``shape``: Model Runner V2 before 0.29 estimates
+    nothing (v2_graphs_outside_budget); the plan then keeps the charge for a first start, in place of the cold
+    torch.compile temporaries vLLM's source does not size, and drops it only for a start known to be warm."""
+    on = (not spec.enforce_eager and _ge(_version(spec), engine_value("vllm", "cudagraph_in_budget_since"))
+          and spec.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") != "0")
+    return on and not (shape is not None and spec.compile_state == "warm" and v2_graphs_outside_budget(shape, spec))
+
+
+def graphs_outside_share(spec: ServeSpec, shape: ServeShape) -> bool:
+    """Do the captured CUDA graphs sit beyond gpu_memory_utilization x total: before the estimate joined the
+    budget, with it turned off, and on Model Runner V2 before 0.29 (whatever the plan charges for a first start)."""
+    return not spec.enforce_eager and (not graphs_in_budget(spec) or v2_graphs_outside_budget(shape, spec))
+
+
+def v2_graphs_outside_budget(shape: ServeShape, spec: ServeSpec) -> bool:
+    """Model Runner V2 before 0.29 (engines.yaml vllm.v2_cudagraph_estimate_since): its profile_cudagraph_memory
+    returns 0, so vLLM sizes the pool as requested - consumed - peak activation and captures the graphs outside it."""
+    return (not spec.enforce_eager and vllm_model_runner_v2(shape, spec)
+            and not _ge(_version(spec), engine_value("vllm", "v2_cudagraph_estimate_since")))
+
+
+@dataclass(frozen=True)
+class CompileReading:
+    """What a vLLM start-up log says of its torch.compile cache (engines.yaml vllm.compile_state)."""
+
+    state: Literal["cold", "warm", "eager", "unknown"]
+    line: str  # the log line that says so ("" when unknown)
+
+
+def vllm_compile_state(log: str, engine_version: str | None = None, enforce_eager: bool = False) -> CompileReading:
+    """Cold, warm, eager or unknown, from a start-up log's own lines: a compile or a cache load printed by vLLM's
+    compilation backend decides; else the compile time (torch.compile's total, or the engine's "(compilation: X s)"):
+    an AOT load is quick, so below warm_load_max_s it is warm; above it, cold only where AOT compilation is the
+    default (a warm start before it re-traces with Dynamo, which also takes seconds)."""
+    c = engine_value("vllm", "compile_state")
+    lines = log.splitlines()
+
+    def first(needles: list[str]) -> str | None:
+        return next((ln.strip() for ln in lines if any(n in ln for n in needles)), None)
+
+    if (hit := first(c["eager_lines"])) is not None:
+        return CompileReading("eager", hit)
+    if enforce_eager:
+        return CompileReading("eager", "enforce_eager on the launch line")
+    if (hit := first(c["cold_lines"])) is not None:
+        return CompileReading("cold", hit)
+    if (hit := first(c["warm_lines"])) is not None:
+        return CompileReading("warm", hit)
+    for ln in lines:
+        for pat in c["timed_lines"]:
+            m = re.search(pat, ln)
+            if not m:
+                continue
+            secs = float(m.group(1))
+            if secs < float(c["warm_load_max_s"]):
+                return CompileReading("warm", ln.strip())
+            v = release(engine_version)
+            if v is not None and v != OLD_ENGINE and at_least(v, str(c["aot_default_since"])):
+                return CompileReading("cold", ln.strip())
+            return CompileReading("unknown", "")
+    return CompileReading("unknown", "")
 
 
 def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float], gpu_name: str,
@@ -1392,7 +1451,8 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             term="sampler", assumed=f"{choice.kind} ({ov['sampler_gib']:.2f} GiB at the profile's peak)",
             kv_change_gib=[min(0.0, delta), max(0.0, delta)],
             why=f"{choice.why}; with {other} the peak is {alt:.2f} GiB"))
-    if graphs_in_budget(spec):
+    v2_free_graphs = v2_graphs_outside_budget(shape, spec)
+    if graphs_in_budget(spec) and not v2_free_graphs:
         lo, hi = engine_value("vllm", "cudagraph_measured_range_gib")
         g = ov["cudagraph"]
         out.append(Uncertainty(
@@ -1400,20 +1460,36 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             kv_change_gib=[round(min(0.0, g - hi), 2), round(max(0.0, g - lo), 2)],
             why=f"vLLM measures its CUDA-graph memory at start-up and subtracts it (public logs: {lo:g}-{hi:g} GiB per "
                 "rank); read 'Estimated CUDA graph memory' in the log, or pin the pool with --kv-cache-memory"))
-    if _compiles_in_profile(spec):
+    if _compiles_in_profile(spec) and spec.compile_state != "warm":
         lo, hi = engine_value("vllm", "compile_cache_warm_gain_gib")
         lora = ""
         if spec.enable_lora:  # engines.yaml vllm.lora.compile_cache_key (LoRAConfig.compute_hash)
             keys = ", ".join(engine_value("vllm", "lora")["compile_cache_key"])
             lora = (f"; --enable-lora puts the LoRA config ({keys}) in the compile cache's key, so the model's warm "
                     "cache without LoRA does not carry over: the first start with these LoRA flags compiles cold")
-        out.append(Uncertainty(
-            term="compile-cache", assumed="a first start with these flags (a cold torch.compile cache)",
-            kv_change_gib=[0.0, float(hi)],
-            why=f"vLLM sizes the pool from its profile run's peak, and torch.compile runs inside it: a cold compile "
-                f"cache charges Inductor/Triton temporaries to that peak, a warm restart loads the compiled graph and "
-                f"keeps {lo:g}-{hi:g} GiB more per GPU in public cold/warm pairs; restart once to see the warm figure, "
-                f"or pin the pool with --kv-cache-memory{lora}"))
+        assumed = ("a cold torch.compile cache (the start's own log)" if spec.compile_state == "cold"
+                   else "a first start with these flags (a cold torch.compile cache)")
+        if v2_free_graphs and graphs_in_budget(spec):
+            # V2 before 0.29 subtracts no graph estimate: a warm start's pool is the plan's plus the charge it holds
+            # for the cold compile; a cold one's is the warm one less the public cold/warm gap
+            g = ov["cudagraph"]
+            out.append(Uncertainty(
+                term="compile-cache", assumed=f"{assumed}: {g:.2f} GiB held for its compile temporaries",
+                kv_change_gib=[round(min(0.0, g - hi), 2), round(g, 2)],
+                why="Model Runner V2 before 0.29 subtracts no CUDA-graph estimate (its profile_cudagraph_memory "
+                    "returns 0): a warm restart, which loads the compiled graph, gets a "
+                    f"pool {g:.2f} GiB larger than this plan's; a cold one charges torch.compile's Inductor/Triton "
+                    f"temporaries to the profile's peak, {lo:g}-{hi:g} GiB per GPU in public cold/warm pairs, a size "
+                    f"vLLM's source does not give; restart once to see the warm figure, or pin the pool with "
+                    f"--kv-cache-memory{lora}"))
+        else:
+            out.append(Uncertainty(
+                term="compile-cache", assumed=assumed,
+                kv_change_gib=[0.0, float(hi)],
+                why=f"vLLM sizes the pool from its profile run's peak, and torch.compile runs inside it: a cold compile "
+                    f"cache charges Inductor/Triton temporaries to that peak, a warm restart loads the compiled graph "
+                    f"and keeps {lo:g}-{hi:g} GiB more per GPU in public cold/warm pairs; restart once to see the warm "
+                    f"figure, or pin the pool with --kv-cache-memory{lora}"))
     if unified:
         hi = float(engine_value("vllm", "unified_non_torch_extra_gib_max"))
         seen = engine_value("vllm", "unified_non_torch_observed_gib")
@@ -1617,7 +1693,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         kv_avail = spec.kv_cache_memory_bytes / GIB
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
-        graphs = ov["cudagraph"] if graphs_in_budget(spec) else 0.0
+        graphs = ov["cudagraph"] if graphs_in_budget(spec, shape) else 0.0
         kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
         if _version(spec) == OLD_ENGINE and tp * spec.pipeline_parallel > 1:
             # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
@@ -1631,7 +1707,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     tokens = tm.tokens(kv_avail)
     stages: list[StageKV] = []
     if stage_weights and tm.stage_layers:
-        stages = vllm_pp_stages(shape, spec, requested, stage_weights, ov, tm, graphs_in_budget(spec))
+        stages = vllm_pp_stages(shape, spec, requested, stage_weights, ov, tm, graphs_in_budget(spec, shape))
         lim = next(s for s in stages if s.limiting)
         tokens = lim.blocks * int(engine_value("vllm", "block_size"))
         kv_avail, weights_gib = lim.kv_gib, stage_weights[lim.stage]
@@ -1718,7 +1794,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         shown.update(activation_peak=lim.activation_peak_gib, cudagraph=lim.cudagraph_gib)
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
                  footprint=(ext_persistent + max(kv_avail, 0.0) + ov["activation_peak"] if extensible else
-                            requested + (0.0 if graphs_in_budget(spec) or spec.enforce_eager else ov["cudagraph"])),
+                            requested + (ov["cudagraph"] if graphs_outside_share(spec, shape) else 0.0)),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other, stages=stages)
 
 

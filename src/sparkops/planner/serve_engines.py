@@ -91,6 +91,9 @@ class ServeSpec(_M):
     # read from the environment the engine runs in (--python, or a snapshot's target), not from the launch line:
     installed_in: str | None = None  # the interpreter whose distributions gave engine_version / flashinfer_installed
     flashinfer_installed: bool | None = None  # vLLM: FlashInfer beside it there (None: not read)
+    # vLLM: the torch.compile cache this start finds (serve.vllm_compile_state reads it from a start-up log): "cold" (it
+    # compiles inside the profiled window), "warm" (it loads the compiled artifact); None: not known, a first start assumed
+    compile_state: Literal["cold", "warm"] | None = None
     max_model_len: int | None = None  # vLLM --max-model-len, SGLang --context-length
     gpu_memory_utilization: float | None = None  # vLLM
     mem_fraction_static: float | None = None  # SGLang
