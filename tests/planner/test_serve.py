@@ -345,12 +345,14 @@ def test_concurrency_wish_makes_it_tight_and_suggests_a_share():
     assert any("--gpu-memory-utilization" in s and "64 request" in s for s in res.suggestions)
 
 
-def test_sglang_reserves_a_share_of_total_not_of_free():
+def test_sglang_keeps_a_share_of_the_memory_free_before_loading():
     shape = serve.resolve_shape("llama-3.1-70b")
     spec = ServeSpec(engine="sglang", model="llama-3.1-70b", mem_fraction_static=0.7)
     res = serve.plan_serve(shape, spec, spark())
-    # 131.5 GiB of bf16 weights cannot leave room: negative rest, the start fails
+    # SGLang's pool: pre-load free (GB10, 0.5.9+: MemAvailable less its context) x 0.7 - weights; 131.5 GiB of bf16
+    # weights cannot leave room: negative rest, the start fails
     assert res.kv.available_gib < 0 and res.start.passes is False and res.verdict == "does-not-fit"
+    assert res.start.free_gib == pytest.approx(113.07 - 0.76, abs=0.01)
 
 
 def test_gguf_file_header_gives_exact_bytes_and_shapes(tmp_path):

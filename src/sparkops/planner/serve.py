@@ -1798,27 +1798,118 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other, stages=stages)
 
 
+def sglang_release(version: str | None) -> Release | None:
+    """The SGLang release a spec names: a release number as everywhere (core/releases.py), or a month ("2025-08 image",
+    "main of 2026-02-04") read as the newest release PyPI had by then (engines.yaml sglang.release_by_month); None = the
+    newest read (engines.yaml sglang.newest_read)."""
+    if not version:
+        return None
+    m = re.search(r"\b(20\d\d)-(\d\d)\b", version)
+    if m:
+        month = f"{m.group(1)}-{m.group(2)}"
+        rows = [r for r in engine_value("sglang", "release_by_month") if str(r["month"]) <= month]
+        return release(str(rows[-1]["release"])) if rows else OLD_ENGINE
+    return release(version)
+
+
+def sglang_default_fraction(spec: ServeSpec, gpu_mem_gib: float, *, mla: bool = False, multimodal: bool = False,
+                            cuda_graph_max_bs: int | None = None) -> tuple[float, str]:
+    """SGLang's own default --mem-fraction-static for this GPU and launch (server_args; engines.yaml sglang): round((gpu_mem
+    - reserved) / gpu_mem, 3) with gpu_mem in MiB. Before 0.5.3 the reserve is a GiB constant per memory tier plus a
+    share per rank; from 0.5.3 it is built from the chunked prefill size, the largest CUDA-graph batch, the ranks and
+    (from 0.5.10) the piecewise prefill graphs. Returns (fraction, how it was computed)."""
+    v = sglang_release(spec.engine_version)
+    gpu_mib = gpu_mem_gib * 1024
+    ranks = max(1, spec.tensor_parallel) * max(1, spec.pipeline_parallel)
+    spec_extra = 0.0
+    if spec.speculative_method:
+        spec_extra = 6144.0 if spec.speculative_method.upper() == "STANDALONE" else 2048.0
+    if not at_least(v, str(engine_value("sglang", "default_fraction_tiers_until"))):
+        tier = next(t for t in engine_value("sglang", "default_fraction_tiers")
+                    if t["below_gib"] is None or gpu_mib < t["below_gib"] * 1024)
+        reserved = (float(tier["base"]) + float(tier["per_rank"]) * ranks) * 1024 + spec_extra
+        frac = round((gpu_mib - reserved) / gpu_mib, 3)
+        how = (f"SGLang < 0.5.3's default: ({gpu_mib:.0f} MiB - {reserved:.0f} MiB reserved for a "
+               f"{tier['below_gib'] or 'large'}-GiB-tier GPU at {ranks} rank(s)) / {gpu_mib:.0f} MiB")
+        if multimodal:
+            frac *= float(engine_value("sglang", "tiers_multimodal_factor"))
+            how += " x 0.90 (multimodal)"
+        return frac, how
+    f = engine_value("sglang", "reserve_formula")
+    rows = [r for r in engine_value("sglang", "default_tiers_by_release") if at_least(v, str(r["since"]))]
+    tiers = max(rows, key=lambda r: release(str(r["since"])))["tiers"]
+    below, chunk, bs_small, bs_large = next(t for t in tiers if t[0] is None or gpu_mib < t[0] * 1024)
+    chunk = spec.max_num_batched_tokens or chunk
+    bs = cuda_graph_max_bs or (bs_small if spec.tensor_parallel < 4 else bs_large)
+    reserved = (f["base_mib"] + f["activation_mib_per_token"] * max(chunk, f["min_activation_tokens"])
+                + f["cuda_graph_mib_per_bs"] * bs + f["per_rank_mib"] * ranks)
+    piecewise = 0.0
+    if at_least(v, str(f["piecewise_since"])) and not spec.enforce_eager:
+        sizes = [s for a, b, step in f["piecewise_sizes"] for s in range(a, (b or chunk) + 1, step) if s <= chunk]
+        piecewise = float(f["piecewise_mla_mib"]) if mla else f["piecewise_mib_per_size"] * len(sizes)
+    reserved += piecewise
+    if gpu_mib > f["floor_above_gib"] * 1024:
+        reserved = max(reserved, float(f["floor_mib"]))
+    reserved += spec_extra
+    frac = round((gpu_mib - reserved) / gpu_mib, 3)
+    how = (f"SGLang's default: ({gpu_mib:.0f} MiB - {reserved:.0f} MiB reserved for chunked prefill {chunk}, CUDA graphs "
+           f"to batch {bs}, {ranks} rank(s){', piecewise graphs' if piecewise else ''}) / {gpu_mib:.0f} MiB")
+    return frac, how
+
+
+def sglang_pre_load_free(m: Machine, spec: ServeSpec) -> tuple[float | None, str]:
+    """What SGLang reads as free before loading the weights (pre_model_load_memory, GiB): its memory reading less its own
+    CUDA context/NCCL (engines.yaml sglang.pre_load_context_gib). On unified memory (GB10) 0.5.9+ reads MemAvailable
+    (props.is_integrated), earlier releases cudaMemGetInfo's free, which there counts the page cache as used."""
+    um = engine_value("sglang", "unified_memory")
+    reads = "CUDA free"
+    free = m.free_gib
+    if m.unified:
+        if m.available_gib is not None and at_least(sglang_release(spec.engine_version), str(um["since"])):
+            free, reads = m.available_gib, "MemAvailable"
+        else:
+            reads = "CUDA free (MemFree on unified memory)"
+    if free is None:
+        return None, reads
+    ctx = engine_value("sglang", "pre_load_context_gib")["tp1" if spec.tensor_parallel <= 1 else "tp_multi"]
+    return free - float(ctx), reads
+
+
 def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
-    msf = spec.mem_fraction_static or engine_value("sglang", "default_mem_fraction_static")
+    """SGLang (model_runner / kv_cache_configurator): the pool is the memory free after the weights less
+    pre_model_load_memory x (1 - mem_fraction_static), where pre_model_load_memory is what it read as free before
+    loading, NOT the device total: so rest = pre x mem_fraction_static - weights (engines.yaml sglang)."""
+    notes: list[str] = []
+    if spec.mem_fraction_static:
+        msf = spec.mem_fraction_static
+    else:
+        msf, how = sglang_default_fraction(spec, m.total_gib, mla=bool(shape.mla_dim), multimodal=shape.params_vision > 0)
+        notes.append(f"--mem-fraction-static not named: {how} = {msf:g}")
     tp = spec.tensor_parallel
-    free = m.free_gib if m.free_gib is not None else m.total_gib
-    after_weights = free - weights_gib
-    rest = after_weights - m.total_gib * (1 - msf)
+    pre, reads = sglang_pre_load_free(m, spec)
+    known_free = pre is not None
+    if pre is None:
+        pre = m.total_gib - float(engine_value("sglang", "pre_load_context_gib")["tp1" if tp <= 1 else "tp_multi"])
+    after_weights = pre - weights_gib
+    slack = pre * (1 - msf)
+    rest = after_weights - slack
     cell = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers
-    tokens = int(rest * GIB // cell) if rest > 0 else 0
-    passes = None if m.free_gib is None else rest > 0
-    notes = []
+    page = int(engine_value("sglang", "default_page_size"))
+    tokens = int(rest * GIB // cell) // page * page if rest > 0 else 0
+    passes = rest > 0 if known_free else None
     if spec.kv_max_tokens and tokens > spec.kv_max_tokens:
         # model_runner: max_total_num_tokens = min(profiled, --max-total-tokens); the pool is allocated for that many
         notes.append(f"--max-total-tokens {spec.kv_max_tokens} caps the pool below the {tokens:,} tokens "
                      f"mem_fraction_static {msf:g} leaves room for")
-        tokens = spec.kv_max_tokens
+        tokens = spec.kv_max_tokens // page * page
         rest = tokens * cell / GIB
-    start = StartCheck(check="free after weights - total x (1 - mem_fraction_static) > 0",
-                       requested_gib=round(m.total_gib * msf, 2), free_gib=m.free_gib, passes=passes,
-                       detail=f"SGLang keeps total x (1 - {msf:g}) = {m.total_gib * (1 - msf):.2f} GiB for activations "
-                              "and CUDA graphs and gives the rest of the memory free after loading to the KV pool")
-    return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(m.total_gib * (1 - msf), 2)},
+    start = StartCheck(check="free before loading x mem_fraction_static - weights > 0",
+                       requested_gib=round(weights_gib + slack, 2), free_gib=round(pre, 2) if known_free else None,
+                       passes=passes,
+                       detail=f"SGLang reads {pre:.2f} GiB free before loading ({reads}, less its own context) and keeps "
+                              f"(1 - {msf:g}) of that, {slack:.2f} GiB, for activations and CUDA graphs; the rest of the "
+                              "memory free after the weights becomes the KV pool (not a share of the device total)")
+    return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(slack, 2)},
                  kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
                  start=start, notes=notes)
 
