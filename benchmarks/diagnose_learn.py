@@ -74,6 +74,9 @@ POLICY = "learned"  # "learned": the model decides; "hybrid": the rules decide, 
 HIGH = 0.8
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0001)
 SECOND_AT = 0.3
+G10 = "off"  # round 18z: "setup": one more "none" feature n.setup_fault (learned.setup_fault); "gate": a G10 answer
+# needs learned.tp_failure (a TP-specific failure), else the best other candidate over the bar, or none;
+# "gate2" (round 18ab, B'): the same gate, where learned.tp_hang (TP > 1 across nodes and a hang) also counts
 SECOND = "p"  # "p": a second gotcha is offered when its probability reaches SECOND_AT (what diagnose does);
 # "failure": also when it has failure-line evidence of its own (--second failure; tried and dropped, results v12)
 SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong problems on failure lines are both named
@@ -114,6 +117,8 @@ def featurize(cases: list[dict]) -> None:
         c["tokens"] = sorted(failure_tokens(inp.lines, res.roles))
         c["tokens_fp"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain")))
         c["tokens_all"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain", "context", "quoted")))
+        c["setup_fault"], c["tp_failure"] = text["setup_fault"], text["tp_failure"]  # round 18z readings
+        c["tp_hang"] = text["tp_hang"]  # round 18ab reading
 
 
 # --- the text layer (naive Bayes over the failure lines' words, fitted on training groups only) ----------------------
@@ -212,7 +217,10 @@ def attach(c: dict, scores: dict[str, float] | None) -> None:
                     labels.append(g)
                     rows.append([(INDEX["t.text"], scores[g]), (INDEX["t.only"], 1.0)])
                     cap[g] = 0.79  # no rule evidence to show: never high confidence (learned.CEILING)
-    rows.append(list(c["rows0"][-1]))
+    none_row = list(c["rows0"][-1])
+    if G10 == "setup" and c.get("setup_fault"):
+        none_row.append((INDEX["n.setup_fault"], 1.0))
+    rows.append(none_row)
     labels.append(NONE)
     c["rows_nt"], c["labels_nt"] = c["rows0"], c["labels0"]
     c["rows"], c["labels"], c["cap"] = rows, labels, cap
@@ -323,6 +331,10 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
     elif POLICY == "learned":  # the most likely of the candidates and none; a gotcha needs p >= promote
         best = max(range(len(p)), key=lambda i: p[i])
         label = c["labels"][best] if c["labels"][best] != NONE and p[best] >= promote else NONE
+        tp_own = c.get("tp_failure") or (G10 == "gate2" and c.get("tp_hang"))  # 18ab (B'): or a TP hang across nodes
+        if G10 in ("gate", "gate2") and label == "G10" and not tp_own:  # round 18z (B): no TP-specific failure
+            rest = [i for i in gotchas if c["labels"][i] != "G10" and p[i] >= promote]
+            label = c["labels"][rest[0]] if rest else NONE
     else:
         label = c["rules"]
         if label != NONE and pr[NONE] >= veto:
@@ -396,6 +408,7 @@ def grouped_cv(cases: list[dict], folds: int) -> None:
             c["pred"], c["p"], c["second"], c["p2"] = decide(w, c, bar)
             c["top_g"], c["p_top"] = top_gotcha(w, c)
             p = _probs(w, c["rows"])
+            c["probs"] = dict(zip(c["labels"], p, strict=True))  # held-out probability of every candidate and none
             c["named"] = [g for _p, g in sorted(((p[i], g) for i, g in enumerate(c["labels"]) if g != NONE),
                                                 key=lambda t: -t[0])][:3]  # what diagnose lists (answer or candidates)
             c["bar"] = bar
@@ -575,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", default="p", choices=("p", "failure"), help="when a second gotcha is offered")
     ap.add_argument("--second-at", type=float, default=0.3,
                     help="the probability that offers a second gotcha (--write ships 0.3 whatever this says)")
+    ap.add_argument("--g10", default="off", choices=("off", "setup", "gate", "gate2"),
+                    help="round 18z variants: setup = n.setup_fault feature, gate = G10 needs a TP-specific failure; "
+                         "round 18ab: gate2 = gate, where a hang of TP > 1 across nodes also counts")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -595,6 +611,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write and (SECOND, SECOND_AT) != ("p", 0.3):
         raise SystemExit("--write ships second_at 0.3 (diagnose offers a second gotcha by its probability only)")
     POLICY = args.policy
+    global G10, PARAMS, INDEX
+    G10 = args.g10
+    if G10 == "setup" and "n.setup_fault" not in INDEX:
+        PARAMS = (*PARAMS, "n.setup_fault")
+        INDEX = {k: i for i, k in enumerate(PARAMS)}
     RULES = args.rules
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
@@ -610,7 +631,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
-            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all")
+            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
+                    "setup_fault", "tp_failure", "tp_hang")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
         attach_oof(cases)

@@ -158,11 +158,24 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
         pn = p_of[NONE]
         strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
         return held(sorted(strong, key=lambda f: -f.confidence)), False, None, [], []
-    if best != NONE and p_best >= lm.answer_at:
+    gated = None
+    if best == "G10" and p_best >= lm.answer_at and not (text["tp_failure"] or text["tp_hang"]):
+        # the G10 gate (round 18ab, results diagnose-learn-cv-v27.md): G10 is answered only when the report shows a
+        # failure of tensor parallelism's own (a collective hanging / timing out / costing time, TP slower across
+        # nodes, or a TP > 1 group spanning nodes that hangs); else the next gotcha over the bar, or none
+        gated = f"G10 (p = {p_best:.2f}) is not answered: no line shows a failure of tensor parallelism's own"
+        ranked = [(g, p) for g, p in probs if g not in (NONE, "G10")]
+        out_ok = [f for f in out if f.gotcha != "G10"]
+        if ranked and ranked[0][1] >= lm.answer_at and out_ok and out_ok[0].gotcha == ranked[0][0]:
+            extra = [f for f in out_ok[1:2] if f.confidence >= lm.second_at]
+            return held([out_ok[0], *extra]), False, None, [], []
+    if best != NONE and p_best >= lm.answer_at and gated is None:
         extra = [f for f in out[1:2] if f.confidence >= lm.second_at]
         return held([out[0], *extra]), False, None, [], []
     names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
-    if best == NONE:
+    if gated is not None:
+        why = f"{gated} (a collective that hangs, times out or costs time, or a TP group across nodes that hangs)"
+    elif best == NONE:
         why = (f"the learned reading finds none of the ten most likely (p = {p_of[NONE]:.2f}); the candidates, "
                f"{names}, stay under it")
     else:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED
+from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED, negated
 
 NONE = "none"
 
@@ -59,6 +59,111 @@ _PLATFORM = re.compile(r"\b(gb10|dgx[ -]?spark|spark|sm_?12[01]a?|gx10|ascent|gr
 _OFFICIAL = re.compile(r"dgx-spark-playbooks|build\.nvidia\.com|docs\.nvidia\.com|nvidia\.com/\S*spark|\bplaybooks?\b|"
                        r"\bofficial\b[^.\n]{0,40}\b(guide|instructions|docs|documentation|tutorial|recipe)|"
                        r"\bnvidia'?s?\b[^.\n]{0,30}\b(guide|instructions|docs|documentation|tutorial|recipe)", re.IGNORECASE)
+# --- round 18z: a multi-node failure that is the setup's own, not tensor parallel's (G10 vs none) -------------------
+# Written from gotchas.md G10 (TP across the ConnectX-7 link hangs, times out in a collective or runs slower than one
+# Spark) and the labelling rule ("a multi-node NCCL failure the reporter traced to their own cabling/kernel/config is
+# none"); not from any labelled case's words. Two readings, each one yes/no over the whole report:
+#  - setup_fault: the job spans nodes, and a line that reports the failure or tells what resolved / caused it names a
+#    rendezvous or network-configuration item (socket interface, an IP/address, GID index, MTU, firewall/port, SSH,
+#    hostname/DNS, Ray/gloo rendezvous, cabling/flow control/packet loss), not denied ("ruled out", "healthy",
+#    "not the network") and not on a line about a collective (whose hang or time is G10's own symptom);
+#  - tp_failure: some line shows a failure specific to tensor parallelism across nodes: a collective (all-reduce,
+#    all-gather, reduce-scatter, broadcast, a collective op / NCCL watchdog) that hangs, times out or takes measured
+#    time, or TP / a cross-node run that is slower than it should be.
+_MULTI_NODE = re.compile(
+    r"\b(two|2|three|four|eight|[2-8]|both|dual|multiple|several|second)\s?[x×-]?\s?(NVIDIA )?(DGX )?Sparks?\b|"
+    r"\bmulti-?(node|Spark)\b|\b(two|three|four|eight|[2-8]|both|multiple|several) (nodes|machines|boxes|hosts)\b|"
+    r"--nnodes[ =]+[2-9]|\bnnodes\s*[=:]\s*[2-9]|num_machines\s*[=:]\s*[2-9]|\b(head|worker|peer) node\b|"
+    r"\bnode[_-]rank\b|\bWORLD_SIZE\b|\bacross (the )?(nodes|Sparks|boxes|machines|hosts)\b|ConnectX-?7|\bCX-?7\b|"
+    r"\bRoCE\b", re.IGNORECASE)
+_SETUP_ITEM = re.compile(
+    r"\b(NCCL|GLOO|TP|UCX)_SOCKET_IFNAME\b|\bMASTER_(ADDR|PORT)\b|\b[A-Z]+_HOST_IP\b|\b(NCCL_)?IB_GID_INDEX\b|"
+    r"\bGID( index)?\b|\bMTU\b|\bjumbo frames?\b|\b(network|socket|wrong|ConnectX(-?7)?|RoCE|Wi-?Fi|ethernet) "
+    r"(interface|NIC|port|address)\b|\binterface name\b|\bWi-?Fi\b|\bIP (address|addr)\b|\b(wrong|local|loopback|"
+    r"public|private|host|bind|advertised) (IP|address)\b|\baddress already in use\b|\bconnection refused\b|"
+    r"\bno route to host\b|\b(host|address|port) (is )?unreachable\b|\bfirewall\b|\bufw\b|\biptables\b|\bssh\b|"
+    r"\bpasswordless\b|\bauthorized_keys\b|\bknown_hosts\b|\bhostnames?\b|/etc/hosts\b|\bDNS\b|\brendezvous\b|"
+    r"\bgloo\b|\bGCS\b|\bray (start|cluster|head)\b|\bpacket (loss|drops?)\b|\b(PFC|ECN)\b|\bflow control\b|"
+    r"\bcabl(e|es|ed|ing)\b|\blink (is |was )?(down|flapping|flaps|negotiated)\b", re.IGNORECASE)
+_COLLECTIVE = re.compile(r"all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|\bcollectives?\b|\bbroadcast\b|"
+                         r"\bbusbw\b|\balgbw\b", re.IGNORECASE)
+_CLEARED = re.compile(r"\bruled out\b|\bverified\b|\bhealthy\b|\b(is|was|are|were)(n't| not) the (cause|problem|"
+                      r"issue|culprit|bottleneck)\b|\bnot (the )?(network|link|fabric|interconnect)\b|\bworks? fine\b|"
+                      r"\b0 (packet )?loss\b|\bno (packet )?loss\b", re.IGNORECASE)
+_RESOLVED = re.compile(r"\b(fix(ed|es)|solv(ed|es)|resolv(ed|es)|the fix|work-?around|works? (now|again)|did the trick|"
+                       r"got it working|root cause|caused by|the cause|turned out|traced (it )?to)\b", re.IGNORECASE)
+_TP_FAILURE = re.compile(
+    r"(all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|\bcollectives?\b|\bbroadcast\b|ProcessGroupNCCL|"
+    r"\bwatchdog\b)\w*[^\n]{0,80}\b(hangs?|hung|hanging|stuck|deadlock\w*|time ?out|timed out|spin\w*|never "
+    r"(returns?|completes?|finish\w*)|\d+(\.\d+)? ?(us|µs|ms)\b)|"
+    r"\b(hangs?|hung|hanging|stuck|deadlock\w*|time ?out|timed out|spin\w*|waits?|waiting)\b[^\n]{0,80}"
+    r"(all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|\bcollectives?\b|\bbroadcast\b)|"
+    r"\b(TP ?=? ?[2-9]|TP[2-9]|tensor[- ]parallel\w*|two (nodes|Sparks)|dual[- ]Spark|multi-?node|across (the )?"
+    r"(nodes|Sparks|boxes))\b[^\n]{0,120}\b(slow(er|ly|s|down)?|no faster|half the speed|worse than|loses? to|"
+    r"behind|beaten by)\b|"
+    r"\b(slow(er|ly|s|down)?|no faster|half the speed|worse than|loses? to|behind|beaten by)\b[^\n]{0,120}\b(TP ?=? ?"
+    r"[2-9]|TP[2-9]|tensor[- ]parallel\w*|two (nodes|Sparks)|dual[- ]Spark|multi-?node|across (the )?(nodes|Sparks|"
+    r"boxes))\b", re.IGNORECASE)
+
+
+def setup_fault(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """The job spans nodes and a failure line, or a line telling what resolved or caused it, names a rendezvous /
+    network-configuration item (not denied, not on a line about a collective): the setup's own fault (round 18z)."""
+    if not any(_MULTI_NODE.search(ln) for ln in lines):
+        return False
+    for ln, r in zip(lines, roles, strict=False):
+        if r == QUOTED or not (r == FAILURE or _RESOLVED.search(ln)):
+            continue
+        if _COLLECTIVE.search(ln) or _CLEARED.search(ln):
+            continue
+        if any(not negated(ln, m.start()) for m in _SETUP_ITEM.finditer(ln)):
+            return True
+    return False
+
+
+def tp_failure(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some line (not a quote) shows a failure specific to TP across nodes: a collective that hangs, times out or
+    takes measured time, or a TP / cross-node run slower than it should be (round 18z)."""
+    return any(r != QUOTED and _TP_FAILURE.search(ln) for ln, r in zip(lines, roles, strict=False))
+
+
+# --- round 18ab: the labelling rule's own failing shape also counts as TP's failure (variant B') ---------------------
+# Written from tests/diagnose/cases/README.md ("a cross-node TP hang with no diagnosis beyond 'one rank stuck in a
+# collective' is labelled G10 ...: the failing shape is TP across the ConnectX link") and gotchas.md G10 ("a
+# tensor-parallel launch across two Sparks hangs"), not from any labelled case's words. One yes/no over the report:
+# it states tensor parallelism > 1 (a TP degree of 2 or more, or "tensor parallel" next to a multi-node phrase), the
+# job spans nodes, and some line (not a quote, not negated) says the job hangs, never finishes starting, or its
+# ranks / workers stop. A bare timeout is not read as a hang here (an SSH or download timeout is the setup's own).
+_TP_DEGREE = re.compile(
+    r"\bTP\s?[=:-]?\s?([2-9]|[1-9]\d)\b|\b(tp|tensor[-_ ]parallel(ism)?)[-_ ]?(size|degree)?\s*[=:]\s*([2-9]|[1-9]\d)\b|"
+    r"--tensor-parallel-size[ =]+([2-9]|[1-9]\d)\b|(^|\s)--?tp(-size)?[ =]+([2-9]|[1-9]\d)\b|"
+    r"\btensor_model_parallel_size\s*[=:]\s*([2-9]|[1-9]\d)\b", re.IGNORECASE)
+_TP_WORD = re.compile(r"\btensor[-_ ]parallel(ism)?\b", re.IGNORECASE)
+_HANG_WORD = re.compile(r"\b(hangs?|hung|hanging|stuck|freez(e|es|ing)|froze(n)?|deadlock\w*|wedged?|unresponsive|"
+                        r"stops? responding|stopped responding|no (further )?progress)\b", re.IGNORECASE)
+_NO_START = re.compile(
+    r"\bnever (finish\w*|complet\w*|start\w*|becomes? ready|comes? up|gets? past|loads?|returns?|responds?)\b|"
+    r"\b(does|did|do)(n't| not) (finish|complete|start|come up|get past|become ready|progress|respond)\b|"
+    r"\b(ranks?|workers?|process(es)?|nodes?)( \d+)? (stop(s|ped)?|exit(s|ed)?|die[sd]?|went silent|drop(s|ped)? out)\b",
+    re.IGNORECASE)
+
+
+def tp_hang(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """The report states TP > 1 across nodes and the job hangs, never finishes starting or its ranks stop: the
+    labelling rule's failing shape for G10 (round 18ab, variant B')."""
+    live = [(ln, r) for ln, r in zip(lines, roles, strict=False) if r != QUOTED]
+    if not any(_MULTI_NODE.search(ln) for ln, _r in live):
+        return False
+    if not any(_TP_DEGREE.search(ln) or (_TP_WORD.search(ln) and _MULTI_NODE.search(ln)) for ln, _r in live):
+        return False
+    for ln, r in live:
+        if r == FAILURE and any(not negated(ln, m.start()) for m in _HANG_WORD.finditer(ln)):
+            return True
+        if any(not negated(ln, m.start()) for m in _NO_START.finditer(ln)):
+            return True
+    return False
+
+
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -97,6 +202,9 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["official_docs"] = float(any(_OFFICIAL.search(ln) for ln in lines))
     for fam, rx in _NUMBERS.items():
         out["num." + fam] = float(any(rx.search(ln) for ln in lines))
+    out["setup_fault"] = float(setup_fault(lines, roles))  # round 18z readings (not weighed unless a variant ships)
+    out["tp_failure"] = float(tp_failure(lines, roles))
+    out["tp_hang"] = float(tp_hang(lines, roles))  # round 18ab reading (variant B')
     return out
 
 
