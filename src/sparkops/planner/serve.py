@@ -100,6 +100,9 @@ class ServeShape:
     # an untied lm_head's parameters in params_total (0: tied, or not known); a pipeline's last stage holds a
     # vocabulary matrix either way (vllm_stage_weight_shifts)
     params_lm_head: int = 0
+    # the config's model_type ("" when not known: a GGUF file): which vLLM release runs it on Model Runner V2
+    # (engines.yaml vllm.model_runner_v2_architectures)
+    model_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def shape_from_arch(arch: ModelArch) -> ServeShape:
         expert_intermediate=arch.expert_intermediate, vocab=arch.vocab, params_total=arch.params_total,
         params_embedding=arch.params_embedding, params_linear=arch.params_linear, params_expert=expert,
         native_format=native, q_dim=arch.q_dim, dense_mlp_layers=arch.layers - arch.moe_layers if arch.experts else arch.layers,
-        moe_layers=arch.moe_layers if arch.experts else 0, params_lm_head=arch.params_lm_head)
+        moe_layers=arch.moe_layers if arch.experts else 0, params_lm_head=arch.params_lm_head, model_type=arch.family)
 
 
 def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -> ServeShape:
@@ -271,7 +274,7 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
         params_expert=expert_p, mla_dim=mla, linear_layers=layers - n_full, gdn=gdn, ssm_state_bytes=ssm_state_bytes(cfg),
         q_dim=int(heads) * int(hd), dense_mlp_layers=layers if both or not experts else dense_layers, moe_layers=moe_layers,
         full_kv_dim=int(cfg.get("num_global_key_value_heads") or kv) * int(cfg["global_head_dim"])
-        if n_sliding and cfg.get("global_head_dim") else 0, params_lm_head=head)
+        if n_sliding and cfg.get("global_head_dim") else 0, params_lm_head=head, model_type=str(cfg.get("model_type") or ""))
 
 
 def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
@@ -1159,22 +1162,49 @@ class SamplerChoice:
     why: str
 
 
+def vllm_model_runner_rule(spec: ServeSpec) -> dict[str, Any]:
+    """The release's Model Runner V2 rule (engines.yaml vllm.model_runner_v2_by_release: the first row whose
+    ``since`` is <= the modelled version). A release not named takes the newest row before 0.34's V1 removal, as
+    the extensible KV cache does (vllm_extensible_kv_cache: no recorded start is on 0.34)."""
+    v = _version(spec)
+    rows = engine_value("vllm", "model_runner_v2_by_release")
+    return next(r for r in rows if _ge(v, r["since"]) and not (v is None and r["rule"] == "only"))
+
+
 def vllm_model_runner_v2(shape: ServeShape, spec: ServeSpec) -> bool:
-    """Does vLLM run this launch on Model Runner V2 (engines.yaml vllm.model_runner_v2)? VLLM_USE_V2_MODEL_RUNNER
-    on the launch line decides; unset, every model family from all_since, dense models (no experts, no linear-
-    attention layers) from dense_since, except the speculative methods that fall back to V1."""
-    env = spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
-    if env in ("0", "1"):
-        return env == "1"
+    """Does vLLM run this launch on Model Runner V2 (engines.yaml vllm.model_runner_v2_by_release, read in each
+    release's config/vllm.py)? From 0.34 there is no other runner. Before, VLLM_USE_V2_MODEL_RUNNER on the launch line
+    decides; unset, the release's rule: opt-in only (0.21 and older), a listed dense unquantized architecture
+    (0.22-0.23; 0.22 not with --reasoning-parser), a listed architecture (0.24), a listed or any non-MoE, non-hybrid
+    model (0.25-0.28), every model (0.29+); a speculative method V2 does not draft falls back to V1."""
     v = _version(spec)
     if v == OLD_ENGINE:
         return False
-    c = engine_value("vllm", "model_runner_v2")
-    if (spec.speculative_method or "").lower() in c["v1_speculative_methods"]:
-        return False
-    if _ge(v, c["all_since"]):
+    rule = vllm_model_runner_rule(spec)
+    if rule["rule"] == "only":
         return True
-    return _ge(v, c["dense_since"]) and not shape.experts and not shape.linear_layers
+    env = spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
+    if env in ("0", "1"):
+        return env == "1"
+    method = (spec.speculative_method or "").lower()
+    if method and ("v2_speculative_methods" in rule and method not in rule["v2_speculative_methods"]
+                   or method in rule.get("v1_speculative_methods", [])):
+        return False
+    if rule.get("v1_with_reasoning_parser") and spec.reasoning_parser:
+        return False
+    kind = rule["rule"]
+    if kind == "all":
+        return True
+    names = engine_value("vllm", "model_runner_v2_architectures")
+    listed = bool(shape.model_type) and shape.model_type in {names[a] for a in rule.get("architectures", []) if a in names}
+    moe = shape.experts > 0
+    if kind == "listed_dense_unquantized":
+        return listed and not moe and weight_format(shape, spec) in ("bf16", "fp16", "fp32")
+    if kind == "listed":
+        return listed
+    if kind == "dense_or_listed":
+        return (listed or not moe) and (not shape.linear_layers or (listed and _ge(v, "0.27")))
+    return False  # opt_in
 
 
 def vllm_sampler(spec: ServeSpec, gpu_name: str = "", shape: ServeShape | None = None) -> SamplerChoice:

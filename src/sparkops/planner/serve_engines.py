@@ -107,6 +107,7 @@ class ServeSpec(_M):
     # vLLM speculative decoding (--speculative-config JSON, or the older --speculative-model /
     # --num-speculative-tokens): the drafter's method, its checkpoint and the tokens it proposes per step
     speculative_method: str | None = None
+    reasoning_parser: str | None = None  # vLLM --reasoning-parser (0.22.0 keeps such a launch on Model Runner V1)
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
     # vLLM multimodal: --limit-mm-per-prompt (items per prompt by modality; 0 for every modality of a tower
@@ -196,7 +197,8 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--no-enable-prefix-caching": ("enable_prefix_caching", "noflag"), "--load-format": ("load_format", "str"),
          "--num-gpu-blocks-override": ("num_gpu_blocks_override", "int"),
          "--enable-extensible-kv-cache": ("enable_extensible_kv_cache", "flag"),
-         "--no-enable-extensible-kv-cache": ("enable_extensible_kv_cache", "noflag")}
+         "--no-enable-extensible-kv-cache": ("enable_extensible_kv_cache", "noflag"),
+         "--reasoning-parser": ("reasoning_parser", "str")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
