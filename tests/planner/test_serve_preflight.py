@@ -82,3 +82,19 @@ def test_vllm_034s_extensible_kv_cache_has_no_start_up_check_for_g3_to_judge():
     plan = api.serve_plan(workload=image.format(tag="v0.34.0"), facts=FIXTURES / "facts" / "gb10_page_cache.json",
                           offline=True)
     assert plan.start.passes is True and plan.start.check.startswith("none")
+
+
+def test_vllm_034_on_an_idle_discrete_gpu_is_tight_not_blocked():
+    # Found on the lent H200 (session 12, benchmarks/results/device-serve-034-s12.md): vLLM 0.34's default pool takes
+    # what is free less its 1 GiB margin, and G6 kept the unified pool's 4 GiB OS reserve on the H200's own memory, so
+    # an idle GPU read -2.4 GiB left and preflight said BLOCKED. The OS lives in the pool only on unified memory.
+    line = "docker run --gpus all vllm/vllm-openai:v0.34.0 --model Qwen/Qwen3-8B --max-model-len 32768"
+    rep = _report(H200, line)
+    g6 = next(f for f in rep.findings if f.gotcha == "G6")
+    budget = next(e.value for e in g6.evidence if e.fact == "pool budget")
+    assert budget["os_reserve_gib"] == 0.0 and budget["left_gib"] > 0
+    assert g6.status.value != "fail" and rep.verdict != "blocked"
+    # on a GB10 the reserve stays: the OS and desktop share the pool
+    spark = _report(GB10_BUSY, LINE)
+    budgets = [e.value for f in spark.findings if f.gotcha in ("G3", "G6") for e in f.evidence if e.fact == "pool budget"]
+    assert budgets and all(b["os_reserve_gib"] > 0 for b in budgets)

@@ -202,7 +202,9 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     near = pool_budget.neighbour_lines(ctx.facts, total, kb=ctx.kb)
     b = pool_budget.judge(total, near, [pool_budget.PoolLine("vllm (planned)", round(share * total, 2),
                                                              f"share {share:g} x {total:.2f} GiB")],
-                          os_reserve_gib=float(ctx.kb.thresholds.g3.os_reserve_gb), fit_margin=0.0)
+                          os_reserve_gib=pool_budget.os_reserve_for(pool_is_unified(ctx.facts),
+                                                                    ctx.kb.thresholds.g3.os_reserve_gb),
+                          fit_margin=0.0)
     evidence.append(ev("pool budget", b.values()))
     if b.code == "over" and near:
         top = sorted(near, key=lambda x: -x.gib)[:3]

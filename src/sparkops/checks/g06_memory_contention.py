@@ -96,15 +96,17 @@ def _neighbours(ctx: CheckContext, host: dict[int, HostProcess], cls: dict[int, 
     return out
 
 
-def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib: float, kb) -> pool_budget.PoolBudget:  # noqa: ANN001
-    """The planned peak beside each neighbour's reservation (a share-of-total server's cap x pool)."""
+def _reservations_budget(neighbours: list[Neighbour], pool_gib: float, peak_gib: float, kb,  # noqa: ANN001
+                         unified: bool) -> pool_budget.PoolBudget:
+    """The planned peak beside each neighbour's reservation (a share-of-total server's cap x pool); the OS reserve
+    only where the OS shares the pool (unified memory)."""
     lines = []
     for n in neighbours:
         gib, how = pool_budget.reservation_gib(n.kind, n.fraction, None if n.mem_bytes is None else n.mem_bytes / GIB,
                                                pool_gib)
         lines.append(pool_budget.PoolLine(n.label(), round(gib, 2), how, pid=n.pid, kind=n.kind))
     return pool_budget.judge(pool_gib, lines, [pool_budget.PoolLine("planned run", round(peak_gib, 2), "planned peak")],
-                             os_reserve_gib=float(kb.thresholds.g3.os_reserve_gb),
+                             os_reserve_gib=pool_budget.os_reserve_for(unified, kb.thresholds.g3.os_reserve_gb),
                              fit_margin=float(kb.thresholds.g3.fit_margin_fraction))
 
 
@@ -115,9 +117,14 @@ def _budget_values(b: pool_budget.PoolBudget, peak_gb: float) -> dict[str, objec
             "margin": b.fit_margin, "largest": "; ".join(f"{x.name}: {x.gib:.1f} GiB ({x.how})" for x in top) or "none"}
 
 
-def _pool_bytes(ctx: CheckContext) -> int | None:
+def _pool_is_unified(ctx: CheckContext) -> bool:
+    """One pool for CPU and GPU (a GB10), or not known to be otherwise."""
     ident = identity.identify(ctx.facts, ctx.kb)
-    if ident.unified_memory is not False or (ctx.profile is not None and ctx.profile.unified_memory):
+    return ident.unified_memory is not False or bool(ctx.profile is not None and ctx.profile.unified_memory)
+
+
+def _pool_bytes(ctx: CheckContext) -> int | None:
+    if _pool_is_unified(ctx):
         mi = ctx.facts.memory.meminfo_bytes
         return mi.get("MemTotal") if known(mi) else None  # type: ignore[union-attr]
     dev = ctx.facts.gpu.devices[0] if ctx.facts.gpu.devices else None
@@ -193,7 +200,7 @@ def check(ctx: CheckContext) -> Finding:
                                 evidence=evidence, notes=notes)
         # the one budget (checks/pool_budget.py, which `plan --serve --beside` uses too): a capped
         # server takes its cap x total from start-up on, whatever it holds now
-        budget = _reservations_budget(neighbours, pool / GIB, gb_to_gib(peak), kb)
+        budget = _reservations_budget(neighbours, pool / GIB, gb_to_gib(peak), kb, _pool_is_unified(ctx))
         evidence.append(ev("pool budget", budget.values()))
         if budget.code in ("over", "tight"):
             v = _budget_values(budget, peak)

@@ -131,6 +131,13 @@ def judge(pool_gib: float | None, neighbours: list[PoolLine], planned: list[Pool
     return b
 
 
+def os_reserve_for(unified: bool, reserve_gib: float) -> float:
+    """The part of the pool kept for the OS, desktop and driver: on unified memory they live in the pool, so the
+    reserve applies; a discrete GPU's memory holds none of them (``plan --serve``'s machine gives 0 there too), and a
+    reserve there would call a server that leaves its engine's own margin free a blocker."""
+    return float(reserve_gib) if unified else 0.0
+
+
 def largest_share(pool_gib: float, committed_gib: float, os_reserve_gib: float) -> float:
     """The largest share-of-total cap (two decimals, rounded down) a new server can take beside what
     is committed, leaving the OS reserve: 0.0 when nothing is left."""
