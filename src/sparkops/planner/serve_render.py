@@ -42,8 +42,12 @@ def render_serve(res: ServePlanResult) -> str:
     verdict = {True: "passes", False: "FAILS", None: "unknown (free memory not read)"}[st.passes]
     if st.passes is False and st.passes_after_flush:
         verdict = "FAILS now, passes after dropping the page cache"
-    lines.append(f"start-up check ({st.check}): {verdict}"
-                 + (f" — asks {_g(st.requested_gib)}, free {_g(st.free_gib)}" if st.requested_gib is not None else ""))
+    if st.check.startswith("none"):  # vLLM >= 0.34's extensible KV cache: no check, the share is only a cap
+        lines.append(f"start-up check: none ({st.check.split(':', 1)[-1].strip()}) — the share is a cap of "
+                     f"{_g(st.requested_gib)}, free {_g(st.free_gib)}")
+    else:
+        lines.append(f"start-up check ({st.check}): {verdict}"
+                     + (f" — asks {_g(st.requested_gib)}, free {_g(st.free_gib)}" if st.requested_gib is not None else ""))
     lines.append("")
     kv = res.kv
     rows = [("weights (per GPU)", _g(res.weights_gib), res.model.weights_detail)]
