@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkops.planner import serve
+from sparkops.planner import serve, serve_kv
 from sparkops.planner.serve_engines import ServeInputError, ServeSpec
 
 GIB = 1024**3
@@ -147,7 +147,7 @@ def test_pp1_never_reaches_the_stage_model_on_any_record(monkeypatch):
 
     monkeypatch.setattr(serve, "vllm_pp_stages", boom)
     monkeypatch.setattr(serve, "vllm_stage_weight_shifts", boom)
-    monkeypatch.setattr(serve, "pp_stage_layers", boom)
+    monkeypatch.setattr(serve_kv, "pp_stage_layers", boom)  # where the token model calls it
     seen = 0
     for rec in RECORDS:
         if rec in PP or rec.get("model") is None or rec["engine"] != "vllm" or not sa.total_of(rec):
