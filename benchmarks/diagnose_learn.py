@@ -122,6 +122,7 @@ def featurize(cases: list[dict]) -> None:
         c["tokens_all"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain", "context", "quoted")))
         c["setup_fault"], c["tp_failure"] = text["setup_fault"], text["tp_failure"]  # round 18z readings
         c["cuda_mismatch"], c["kernel_gap"] = text["cuda_mismatch"], text["kernel_gap"]  # round 18ac readings
+        c["wrong_cuda"] = text["wrong_cuda"]
         c["tp_hang"] = text["tp_hang"]  # round 18ab reading
 
 
@@ -341,7 +342,8 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
         gated = set()
         if G10 in ("gate", "gate2") and not tp_own:  # round 18z (B): no TP-specific failure
             gated.add("G10")
-        if G1 == "gate" and not c.get("cuda_mismatch"):  # round 18ac (A): no line shows a CUDA major mismatch
+        g1_own = c.get("cuda_mismatch") or (G1 == "gate2" and c.get("wrong_cuda"))  # 18ac (A'): or "wrong CUDA" words
+        if G1 in ("gate", "gate2") and not g1_own:  # round 18ac (A): no line shows a CUDA major mismatch
             gated.add("G1")
         if label in gated:
             rest = [i for i in gotchas if c["labels"][i] not in gated and p[i] >= promote]
@@ -602,9 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--g10", default="off", choices=("off", "setup", "gate", "gate2"),
                     help="round 18z variants: setup = n.setup_fault feature, gate = G10 needs a TP-specific failure; "
                          "round 18ab: gate2 = gate, where a hang of TP > 1 across nodes also counts")
-    ap.add_argument("--g1", default="off", choices=("off", "gate", "gap"),
-                    help="round 18ac variants: gate = G1 needs a CUDA major-version mismatch on a line; gap = "
-                         "n.kernel_gap feature (a missing SM12x kernel without such a mismatch)")
+    ap.add_argument("--g1", default="off", choices=("off", "gate", "gate2", "gap"),
+                    help="round 18ac variants: gate = G1 needs a CUDA major-version mismatch on a line; gate2 = the same, "
+                         "where 'built for the wrong CUDA' / 'CUDA mismatch' in words also counts; gap = n.kernel_gap "
+                         "feature (a missing SM12x kernel without such a mismatch; declared, not run)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -651,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
             keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
-                    "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap")
+                    "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
         attach_oof(cases)

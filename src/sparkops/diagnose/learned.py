@@ -226,6 +226,22 @@ def kernel_gap(lines: Sequence[str], roles: Sequence[str]) -> bool:
                for ln, r in zip(lines, roles, strict=False))
 
 
+# Round 18ac, variant (A'), added AFTER the count of the two readings above on the 293 training reports (which showed
+# one G1 report answered right on dealing "" that states its mismatch in words, with no version): the labelling rule's
+# own words for G1 ("built for the wrong CUDA") and gotchas.md's title ("CUDA ... ABI mismatch"), read as a mismatch.
+_WRONG_CUDA = re.compile(
+    r"\b(built|compiled|linked|made|installed) (for|against|with) (the |a )?wrong CUDA\b|"
+    r"\bwrong CUDA (version|build|wheel|runtime|toolkit|major|ABI)\b|\bCUDA (version |major |ABI |runtime )?mismatch\b|"
+    r"\bmismatch(ed|ing)? CUDA (version|build|runtime|ABI)s?\b", re.IGNORECASE)
+
+
+def wrong_cuda(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the build is for the wrong CUDA / a CUDA (ABI) mismatch, in words, not negated
+    (round 18ac, variant A')."""
+    return any(r != QUOTED and any(not negated(ln, m.start()) for m in _WRONG_CUDA.finditer(ln))
+               for ln, r in zip(lines, roles, strict=False))
+
+
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -269,6 +285,7 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["tp_hang"] = float(tp_hang(lines, roles))  # round 18ab reading (variant B')
     out["cuda_mismatch"] = float(cuda_mismatch(lines, roles))  # round 18ac readings (G1 vs a missing SM12x kernel)
     out["kernel_gap"] = float(kernel_gap(lines, roles))
+    out["wrong_cuda"] = float(wrong_cuda(lines, roles))
     return out
 
 
