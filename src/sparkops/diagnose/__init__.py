@@ -158,28 +158,14 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
         pn = p_of[NONE]
         strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
         return held(sorted(strong, key=lambda f: -f.confidence)), False, None, [], []
-    # decision-time gates: a gotcha whose own failure no line shows is not answered (the next one over the bar is)
-    # - G10 (round 18ab, results diagnose-learn-cv-v27.md): a failure of tensor parallelism's own (a collective
-    #   hanging / timing out / costing time, TP slower across nodes, or a TP > 1 group spanning nodes that hangs);
-    # - G1 (round 18ac, results diagnose-learn-cv-v28.md): a CUDA major-version mismatch (a CUDA 11/12 library, tag,
-    #   toolkit or torch.version.cuda; a CPU-only torch; a driver older than the runtime; "built for the wrong CUDA"),
-    #   not a library's missing SM12x kernel ("no kernel image is available"), which is none of the ten
-    gates = {"G10": ("no line shows a failure of tensor parallelism's own",
-                     "a collective that hangs, times out or costs time, or a TP group across nodes that hangs"),
-             "G1": ("no line shows a CUDA major-version mismatch",
-                    "a CUDA 12 library / wheel / toolkit on CUDA 13, a CPU-only torch, or a driver older than the "
-                    "runtime; a missing sm_12x kernel alone is a library gap, not G1")}
-    shut = set()
-    if not (text["tp_failure"] or text["tp_hang"]):
-        shut.add("G10")
-    if not (text["cuda_mismatch"] or text["wrong_cuda"]):
-        shut.add("G1")
     gated = None
-    if best in shut and p_best >= lm.answer_at:
-        gated = f"{best} (p = {p_best:.2f}) is not answered: {gates[best][0]}"
-        gated_what = gates[best][1]
-        ranked = [(g, p) for g, p in probs if g != NONE and g not in shut]
-        out_ok = [f for f in out if f.gotcha not in shut]
+    if best == "G10" and p_best >= lm.answer_at and not (text["tp_failure"] or text["tp_hang"]):
+        # the G10 gate (round 18ab, results diagnose-learn-cv-v27.md): G10 is answered only when the report shows a
+        # failure of tensor parallelism's own (a collective hanging / timing out / costing time, TP slower across
+        # nodes, or a TP > 1 group spanning nodes that hangs); else the next gotcha over the bar, or none
+        gated = f"G10 (p = {p_best:.2f}) is not answered: no line shows a failure of tensor parallelism's own"
+        ranked = [(g, p) for g, p in probs if g not in (NONE, "G10")]
+        out_ok = [f for f in out if f.gotcha != "G10"]
         if ranked and ranked[0][1] >= lm.answer_at and out_ok and out_ok[0].gotcha == ranked[0][0]:
             extra = [f for f in out_ok[1:2] if f.confidence >= lm.second_at]
             return held([out_ok[0], *extra]), False, None, [], []
@@ -188,7 +174,7 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
         return held([out[0], *extra]), False, None, [], []
     names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
     if gated is not None:
-        why = f"{gated} ({gated_what})"
+        why = f"{gated} (a collective that hangs, times out or costs time, or a TP group across nodes that hangs)"
     elif best == NONE:
         why = (f"the learned reading finds none of the ten most likely (p = {p_of[NONE]:.2f}); the candidates, "
                f"{names}, stay under it")
