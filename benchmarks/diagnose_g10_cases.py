@@ -30,7 +30,6 @@ from sparkops.diagnose.matcher import match  # noqa: E402
 from sparkops.diagnose.rules import load  # noqa: E402
 from sparkops.diagnose.text import from_text  # noqa: E402
 
-
 GOTCHA = "G10"  # --gotcha: round 18ac lists G1 the same way
 
 
