@@ -30,6 +30,8 @@ from sparkops.diagnose.matcher import match  # noqa: E402
 from sparkops.diagnose.rules import load  # noqa: E402
 from sparkops.diagnose.text import from_text  # noqa: E402
 
+GOTCHA = "G10"  # --gotcha: round 18ac lists G1 the same way
+
 
 def g10_lines(case: dict, kbs: dict, kb) -> list[tuple[int, str, str, str]]:
     """(line number, role, excerpt, why) of each line G10's evidence stands on, as the CV's rules read the case."""
@@ -40,7 +42,7 @@ def g10_lines(case: dict, kbs: dict, kb) -> list[tuple[int, str, str, str]]:
     res = match(inp, k)
     out = []
     for s in res.scored + res.below:
-        if s.gotcha != "G10":
+        if s.gotcha != GOTCHA:
             continue
         for ev in s.evidence:
             i = inp.numbers.index(ev.line) if ev.line in inp.numbers else -1
@@ -58,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--salt", default="")
     ap.add_argument("--cache", type=Path)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--gotcha", default="G10", help="the gotcha to list (round 18ac: G1)")
+    ap.add_argument("--g10", default="off", choices=("off", "gate", "gate2"), help="the G10 gate the CV runs with")
     args = ap.parse_args(argv)
-    dl.SALT = args.salt
+    global GOTCHA
+    GOTCHA = args.gotcha
+    dl.SALT, dl.G10 = args.salt, args.g10
     cases = load_sets(list(dl.SETS))
     if args.cache and args.cache.exists():
         feats = json.loads(args.cache.read_text())
@@ -74,17 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     kbs: dict = {}
     rows = []
     for c in cases:
-        if c["label"] != "G10" and c["pred"] != "G10":
+        if c["label"] != GOTCHA and c["pred"] != GOTCHA:
             continue
-        p10 = c["probs"].get("G10", 0.0)
+        p10 = c["probs"].get(GOTCHA, 0.0)
         rows.append({"case": c["set"] + "/" + c["id"], "label": c["label"], "answer": c["pred"],
                      "p_answer": round(c["p"], 3), "p_g10": round(p10, 3),
-                     "g10_candidate": "G10" in c["labels"], "lines": g10_lines(c, kbs, kb),
+                     "g10_candidate": GOTCHA in c["labels"], "lines": g10_lines(c, kbs, kb),
+                     "readings": {k: c.get(k) for k in ("tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap")},
                      "why": " ".join(str(_why(c)).split())})
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     for r in rows:
-        print(f"## {r['case']}  label {r['label']}  answer {r['answer']} ({r['p_answer']})  p(G10) {r['p_g10']}")
+        print(f"## {r['case']}  label {r['label']}  answer {r['answer']} ({r['p_answer']})  p({GOTCHA}) {r['p_g10']}  {r['readings']}")
         for ln, role, ex, why in r["lines"]:
             print(f"   L{ln} [{role}] {ex[:140]}  <- {why[:60]}")
         print(f"   why: {r['why'][:400]}")

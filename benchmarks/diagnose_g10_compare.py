@@ -31,11 +31,13 @@ SALTS = ("", "a", "b", "c", "d")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arm", action="append", required=True, help="NAME=PATH with {s} for the dealing")
+    ap.add_argument("--gotcha", default="G10", help="the gotcha whose recall / precision is counted (18ac: G1)")
     args = ap.parse_args(argv)
+    gx = args.gotcha
     groups = {c["set"] + "/" + c["id"]: c["group"] for c in load_sets(list(dl.SETS))}
     arms = [a.split("=", 1) for a in args.arm]
     preds = {n: {s: json.loads(Path(p.format(s=s)).read_text()) for s in SALTS} for n, p in arms}
-    print("| arm | top-1 per dealing | mean | p>=0.8 precision | G10 recall | G10 precision | none recall | right |")
+    print(f"| arm | top-1 per dealing | mean | p>=0.8 precision | {gx} recall | {gx} precision | none recall | right |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for n, _p in arms:
         means, right, hi, hi_ok, g10, g10_ok, ans10, ans10_ok, nn, nn_ok = [], [], 0, 0, 0, 0, 0, 0, 0, 0
@@ -47,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
                 ok = v["answer"] == v["label"]
                 if v["answer"] != "none" and v["p"] >= 0.8:
                     hi, hi_ok = hi + 1, hi_ok + ok
-                if v["label"] == "G10":
+                if v["label"] == gx:
                     g10, g10_ok = g10 + 1, g10_ok + ok
-                if v["answer"] == "G10":
+                if v["answer"] == gx:
                     ans10, ans10_ok = ans10 + 1, ans10_ok + ok
                 if v["label"] == "none":
                     nn, nn_ok = nn + 1, nn_ok + ok

@@ -77,6 +77,9 @@ SECOND_AT = 0.3
 G10 = "off"  # round 18z: "setup": one more "none" feature n.setup_fault (learned.setup_fault); "gate": a G10 answer
 # needs learned.tp_failure (a TP-specific failure), else the best other candidate over the bar, or none;
 # "gate2" (round 18ab, B'): the same gate, where learned.tp_hang (TP > 1 across nodes and a hang) also counts
+G1 = "off"  # round 18ac: "gate": a G1 answer needs learned.cuda_mismatch (a line shows a CUDA major-version mismatch),
+# else the best other candidate over the bar, or none; "gap": one more "none" feature n.kernel_gap (learned.kernel_gap
+# without learned.cuda_mismatch: a missing SM12x kernel with no CUDA major-version mismatch)
 SECOND = "p"  # "p": a second gotcha is offered when its probability reaches SECOND_AT (what diagnose does);
 # "failure": also when it has failure-line evidence of its own (--second failure; tried and dropped, results v12)
 SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong problems on failure lines are both named
@@ -118,6 +121,8 @@ def featurize(cases: list[dict]) -> None:
         c["tokens_fp"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain")))
         c["tokens_all"] = sorted(failure_tokens(inp.lines, res.roles, ("failure", "plain", "context", "quoted")))
         c["setup_fault"], c["tp_failure"] = text["setup_fault"], text["tp_failure"]  # round 18z readings
+        c["cuda_mismatch"], c["kernel_gap"] = text["cuda_mismatch"], text["kernel_gap"]  # round 18ac readings
+        c["wrong_cuda"] = text["wrong_cuda"]
         c["tp_hang"] = text["tp_hang"]  # round 18ab reading
 
 
@@ -220,6 +225,8 @@ def attach(c: dict, scores: dict[str, float] | None) -> None:
     none_row = list(c["rows0"][-1])
     if G10 == "setup" and c.get("setup_fault"):
         none_row.append((INDEX["n.setup_fault"], 1.0))
+    if G1 == "gap" and c.get("kernel_gap") and not c.get("cuda_mismatch"):
+        none_row.append((INDEX["n.kernel_gap"], 1.0))
     rows.append(none_row)
     labels.append(NONE)
     c["rows_nt"], c["labels_nt"] = c["rows0"], c["labels0"]
@@ -332,8 +339,14 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
         best = max(range(len(p)), key=lambda i: p[i])
         label = c["labels"][best] if c["labels"][best] != NONE and p[best] >= promote else NONE
         tp_own = c.get("tp_failure") or (G10 == "gate2" and c.get("tp_hang"))  # 18ab (B'): or a TP hang across nodes
-        if G10 in ("gate", "gate2") and label == "G10" and not tp_own:  # round 18z (B): no TP-specific failure
-            rest = [i for i in gotchas if c["labels"][i] != "G10" and p[i] >= promote]
+        gated = set()
+        if G10 in ("gate", "gate2") and not tp_own:  # round 18z (B): no TP-specific failure
+            gated.add("G10")
+        g1_own = c.get("cuda_mismatch") or (G1 == "gate2" and c.get("wrong_cuda"))  # 18ac (A'): or "wrong CUDA" words
+        if G1 in ("gate", "gate2") and not g1_own:  # round 18ac (A): no line shows a CUDA major mismatch
+            gated.add("G1")
+        if label in gated:
+            rest = [i for i in gotchas if c["labels"][i] not in gated and p[i] >= promote]
             label = c["labels"][rest[0]] if rest else NONE
     else:
         label = c["rules"]
@@ -591,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--g10", default="off", choices=("off", "setup", "gate", "gate2"),
                     help="round 18z variants: setup = n.setup_fault feature, gate = G10 needs a TP-specific failure; "
                          "round 18ab: gate2 = gate, where a hang of TP > 1 across nodes also counts")
+    ap.add_argument("--g1", default="off", choices=("off", "gate", "gate2", "gap"),
+                    help="round 18ac variants: gate = G1 needs a CUDA major-version mismatch on a line; gate2 = the same, "
+                         "where 'built for the wrong CUDA' / 'CUDA mismatch' in words also counts; gap = n.kernel_gap "
+                         "feature (a missing SM12x kernel without such a mismatch; declared, not run)")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -616,6 +633,11 @@ def main(argv: list[str] | None = None) -> int:
     if G10 == "setup" and "n.setup_fault" not in INDEX:
         PARAMS = (*PARAMS, "n.setup_fault")
         INDEX = {k: i for i, k in enumerate(PARAMS)}
+    global G1
+    G1 = args.g1
+    if G1 == "gap" and "n.kernel_gap" not in INDEX:
+        PARAMS = (*PARAMS, "n.kernel_gap")
+        INDEX = {k: i for i, k in enumerate(PARAMS)}
     RULES = args.rules
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
@@ -632,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         if args.cache:
             keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
-                    "setup_fault", "tp_failure", "tp_hang")
+                    "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda")
             args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
     if args.write:
         attach_oof(cases)

@@ -164,6 +164,84 @@ def tp_hang(lines: Sequence[str], roles: Sequence[str]) -> bool:
     return False
 
 
+# --- round 18ac: G1 only where a line shows a CUDA major-version mismatch (G1 vs a missing SM12x kernel) -------------
+# Written from gotchas.md G1 (symptoms: a CUDA 12 runtime library missing or linked, an undefined CUDA function at
+# import; Fail: torch built for CUDA 12 on a Spark, CPU-only torch on a GPU host, torch's CUDA newer than the driver
+# supports, an extension needing a CUDA 12 library; Fix: the cu130 wheel index) and the labelling rules (G1 = "torch
+# (or an extension) built for the wrong CUDA: cu128 / CPU-only (+cpu) wheels on a Spark, a loader that hard-codes
+# libcudart.so.12"; "none" = "a prebuilt .so without an SM12x kernel"; "undefined symbol between builds is G9"), not
+# from any labelled case's words. Two yes/no readings over the report's non-quoted lines:
+#  - cuda_mismatch: some line shows the CUDA major version of a build disagreeing with the machine's (or torch with no
+#    CUDA at all): a CUDA <= 12 runtime library soname, a cu11x/cu12x build tag / index / runtime wheel, a CUDA 11/12
+#    toolkit, image or runtime named, torch.version.cuda (or "CUDA used to build PyTorch") 11/12.x or None, a +cpu
+#    torch, "Torch not compiled with CUDA", a CPU-only torch/wheel/build, torch's CUDA library missing, the driver too
+#    old for the runtime / PTX from a newer toolchain, an undefined symbol naming a CUDA C-API function (not a C++
+#    mangled one: drift between builds is G9), torch's own supported capability range ending below 12.x, or a line that
+#    says the fix was a CUDA 13 (cu13x) build; not negated;
+#  - kernel_gap: a missing SM12x kernel without that: "no kernel image is available", a build / library / kernel not
+#    compiled for (or not supporting) sm_12x, sm_120a-only cubins, no sm_121 / SM12x kernel.
+_CUDA_MISMATCH = re.compile(
+    r"\blib(cudart|cublas|cublasLt|nvrtc|cusparse|cufft|curand|cusolver|nvJitLink|cupti|cudnn)\.so\.1[0-2]\b|"
+    r"(?<![\w.])cu1[0-2]\d(?!\w)|\bnvidia-[a-z-]+-cu1[0-2]\b|"
+    r"\bCUDA[- ]?(toolkit |runtime |version:? |Version )?1[0-2]\.\d+\b|\bCUDA[- ]?1[0-2]\b(?![.\d])|"
+    r"\bcuda[-:=]{1,2} ?1[0-2]\.\d|\bcuda1[0-2]\.\d|nvidia/cuda:1[0-2]\.|"
+    r"torch\.version\.cuda[^\n]{0,30}?(\b1[0-2]\.\d+\b|\bNone\b)|CUDA used to build PyTorch: (1[0-2]\.\d|None)|"
+    r"(?<![\w.+-])v?\d+\.\d+(\.\d+)?[\w.]*\+cpu\b|Torch not compiled with CUDA|"
+    r"\b(torch|pytorch|wheels?|builds?)\b[^\n]{0,40}\bCPU[- ]only\b|\bCPU[- ]only\b[^\n]{0,20}\b(torch|pytorch|wheels?|builds?)\b|"
+    r"libtorch_cuda\.so[^\n]{0,40}(cannot open|No such file)|"
+    r"CUDA driver version is insufficient|driver on your system is too old|cudaErrorInsufficientDriver|"
+    r"PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion|"
+    r"undefined symbol: _{0,2}(cuda[A-Z_]|cu[A-Z][a-z]|cublas|cudnn|nvrtc|cusparse|cufft|curand|nvJitLink)|"
+    r"cuda capability supported by this version of PyTorch is\s{0,20}\(\d{1,2}\.\d\)\s{0,20}-\s{0,20}\((\d|1[01])\.\d\)",
+    re.IGNORECASE)
+_TO_CUDA13 = re.compile(r"\bcu13\d\b|\bCUDA[- ]?13\b", re.IGNORECASE)
+_KERNEL_GAP = re.compile(
+    r"no kernel image is available|cudaErrorNoKernelImageForDevice|"
+    r"\b(not|never|wasn.t|isn.t) (been )?(compiled|built) (for|with) [^\n]{0,30}\b(sm_?12\d[af]?|SM12x|compute_12\d|12\.[01])\b|"
+    r"\b(no|missing|without|lacks?|lacking)\b[^\n]{0,30}\b(sm_?12\d[af]?|SM ?12x|sm_12x|GB10|Blackwell)\b[^\n]{0,20}"
+    r"\b(kernels?|cubins?|builds?|support|binar(y|ies)|images?|code)\b|"
+    r"\bsm_?120a?\b[^\n]{0,20}\bonly\b|\bonly\b[^\n]{0,30}\bsm_?120a\b|"
+    r"\b(sm_?12[01][af]?|SM ?12x|sm_12x)\b[^\n]{0,40}\b(is |are )?(not supported|unsupported|not compiled)\b|"
+    r"\b(unsupported|unknown|invalid) (gpu |cuda )?(arch|architecture|compute capability)\b[^\n]{0,40}\b(sm_?12\d|12\.[01]|12\d)\b",
+    re.IGNORECASE)
+
+
+def cuda_mismatch(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line shows a CUDA major-version mismatch (a CUDA 11/12 build, library or toolkit; torch with no
+    CUDA; a driver older than the runtime) or says the fix was a CUDA 13 build (round 18ac)."""
+    for ln, r in zip(lines, roles, strict=False):
+        if r == QUOTED:
+            continue
+        if any(not negated(ln, m.start()) for m in _CUDA_MISMATCH.finditer(ln)):
+            return True
+        if _RESOLVED.search(ln) and _TO_CUDA13.search(ln):
+            return True
+    return False
+
+
+def kernel_gap(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line shows a missing SM12x kernel (no kernel image, not compiled for sm_12x, sm_120a only), not
+    negated; read by itself (a variant pairs it with ``not cuda_mismatch``) (round 18ac)."""
+    return any(r != QUOTED and any(not negated(ln, m.start()) for m in _KERNEL_GAP.finditer(ln))
+               for ln, r in zip(lines, roles, strict=False))
+
+
+# Round 18ac, variant (A'), added AFTER the count of the two readings above on the 293 training reports (which showed
+# one G1 report answered right on dealing "" that states its mismatch in words, with no version): the labelling rule's
+# own words for G1 ("built for the wrong CUDA") and gotchas.md's title ("CUDA ... ABI mismatch"), read as a mismatch.
+_WRONG_CUDA = re.compile(
+    r"\b(built|compiled|linked|made|installed) (for|against|with) (the |a )?wrong CUDA\b|"
+    r"\bwrong CUDA (version|build|wheel|runtime|toolkit|major|ABI)\b|\bCUDA (version |major |ABI |runtime )?mismatch\b|"
+    r"\bmismatch(ed|ing)? CUDA (version|build|runtime|ABI)s?\b", re.IGNORECASE)
+
+
+def wrong_cuda(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the build is for the wrong CUDA / a CUDA (ABI) mismatch, in words, not negated
+    (round 18ac, variant A')."""
+    return any(r != QUOTED and any(not negated(ln, m.start()) for m in _WRONG_CUDA.finditer(ln))
+               for ln, r in zip(lines, roles, strict=False))
+
+
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -205,6 +283,9 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["setup_fault"] = float(setup_fault(lines, roles))  # round 18z readings (not weighed unless a variant ships)
     out["tp_failure"] = float(tp_failure(lines, roles))
     out["tp_hang"] = float(tp_hang(lines, roles))  # round 18ab reading (variant B')
+    out["cuda_mismatch"] = float(cuda_mismatch(lines, roles))  # round 18ac readings (G1 vs a missing SM12x kernel)
+    out["kernel_gap"] = float(kernel_gap(lines, roles))
+    out["wrong_cuda"] = float(wrong_cuda(lines, roles))
     return out
 
 
