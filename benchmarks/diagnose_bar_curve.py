@@ -13,7 +13,6 @@ much over the runner-up. Reads the default training sets only (diagnose_learn.SE
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -21,7 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import diagnose_learn as dl  # noqa: E402
-from diagnose_cv import load_sets  # noqa: E402
 
 GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -63,15 +61,7 @@ def main() -> int:
     ap.add_argument("--no-outer", action="store_true")
     args = ap.parse_args()
     dl.G10 = args.g10
-    cases = load_sets(list(dl.SETS))
-    if args.cache and args.cache.exists():
-        feats = json.loads(args.cache.read_text())
-        for c in cases:
-            c.update(feats[c["set"] + "/" + c["id"]])
-    else:
-        dl.featurize(cases)
-    for c in cases:
-        c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
+    cases = dl.featurized_cases(list(dl.SETS), args.cache)
     dl.attach_oof(cases)
     show(curve(cases), f"--write path: all {len(cases)} reports, {len({c['group'] for c in cases})} groups")
     if args.no_outer:

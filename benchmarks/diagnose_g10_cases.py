@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import diagnose_learn as dl  # noqa: E402
-from diagnose_cv import BLIND_RULES, blind_kb, load_sets  # noqa: E402
+from diagnose_cv import BLIND_RULES, blind_kb  # noqa: E402
 from yaml import safe_load  # noqa: E402
 
 from sparkops.diagnose.matcher import match  # noqa: E402
@@ -66,15 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     global GOTCHA
     GOTCHA = args.gotcha
     dl.SALT, dl.G10 = args.salt, args.g10
-    cases = load_sets(list(dl.SETS))
-    if args.cache and args.cache.exists():
-        feats = json.loads(args.cache.read_text())
-        for c in cases:
-            c.update(feats[c["set"] + "/" + c["id"]])
-    else:
-        dl.featurize(cases)
-    for c in cases:
-        c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
+    cases = dl.featurized_cases(list(dl.SETS), args.cache)
     dl.grouped_cv(cases, 10)
     kb = load()
     kbs: dict = {}

@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import diagnose_learn as dl  # noqa: E402
-from diagnose_cv import load_sets  # noqa: E402
 
 from sparkops.diagnose import diagnose_text  # noqa: E402
 from sparkops.diagnose.rules import load  # noqa: E402
@@ -49,11 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     for g, v in lm.priors.items():
         w[dl.INDEX["p." + g]] = v
     model = (lm.text.idf, lm.text.centroids)
-    cases = load_sets(list(dl.SETS))
-    dl.featurize(cases)
+    cases = dl.featurized_cases(list(dl.SETS))
     rows, differ = {}, []
     for c in cases:
-        c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
         dl.attach(c, dl.text_scores(c, model))
         harness = dl.decide(w, c, (1.01, lm.answer_at))[0]
         shipped = diagnose_text(c["text"], source=c["id"], kb=kb).top

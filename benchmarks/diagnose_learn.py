@@ -90,6 +90,28 @@ SEVERAL_AT = 0.8  # symptoms.yaml scoring.calibration.several_at: two strong pro
 RULES = "blind"  # "blind": each set read by the rules that had not seen it; "current": every set by today's rules
 
 
+_CACHED = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
+           "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda")
+
+
+def featurized_cases(sets: list[str], cache: Path | None = None, *, write_cache: bool = False) -> list[dict]:
+    """The labelled sets' cases with their features (read from ``cache`` when it exists, else computed and, with
+    ``write_cache``, saved there) and the pristine rows the CV restores per fold (rows0 / labels0 / cap0): the one
+    setup every CV script starts from."""
+    cases = load_sets(sets)
+    if cache and cache.exists():
+        feats = json.loads(cache.read_text())
+        for c in cases:
+            c.update(feats[c["set"] + "/" + c["id"]])
+    else:
+        featurize(cases)
+        if cache and write_cache:
+            cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in _CACHED} for c in cases}))
+    for c in cases:
+        c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
+    return cases
+
+
 def featurize(cases: list[dict]) -> None:
     """Adds to each case: its candidates' labels, their sparse feature rows and the "none" row, and the rules'
     own answer (v6: the top candidate over the rules' threshold, else none)."""
@@ -642,20 +664,7 @@ def main(argv: list[str] | None = None) -> int:
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
         raise SystemExit("--write trains on the blind reading only")
-    cases = load_sets(sets)
-    if args.cache and args.cache.exists():
-        feats = json.loads(args.cache.read_text())
-        for c in cases:
-            c.update(feats[c["set"] + "/" + c["id"]])
-            c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
-    else:
-        featurize(cases)
-        for c in cases:
-            c["rows0"], c["labels0"], c["cap0"] = c["rows"], c["labels"], c["cap"]
-        if args.cache:
-            keep = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
-                    "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda")
-            args.cache.write_text(json.dumps({c["set"] + "/" + c["id"]: {k: c[k] for k in keep} for c in cases}))
+    cases = featurized_cases(sets, args.cache, write_cache=True)
     if args.write:
         attach_oof(cases)
         bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold
