@@ -78,6 +78,20 @@ def total_of(rec: dict) -> float | None:
     return GPU_TOTAL_GIB.get(rec.get("gpu", ""))
 
 
+def machine_of(rec: dict) -> serve.Machine:
+    """The machine a record's log ran on, as the scorer predicts it: its GPU's total (1000 GiB when unknown), the free
+    memory the log shows (else the total), one pool for CPU and GPU on a GB10."""
+    total = total_of(rec) or 1000.0
+    return serve.Machine(source="log", total_gib=total, free_gib=(rec.get("observed") or {}).get("free_gib") or total,
+                         unified=bool(re.search(r"GB10|DGX Spark|GX10", rec.get("gpu", ""))), gpu_name=rec.get("gpu", ""))
+
+
+def plan_of(rec: dict, **update) -> serve.ServePlanResult:
+    """A record predicted from its model name, flags and GPU alone, as the scorer predicts it; ``update`` changes the
+    spec (a test's what-if)."""
+    return serve.plan_serve(serve.resolve_shape(rec["model"]), spec_of(rec).model_copy(update=update), machine_of(rec))
+
+
 def pct(pred: float, obs: float) -> float:
     return (pred - obs) / abs(obs) * 100 if obs else float("nan")
 
@@ -109,10 +123,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             skipped.append(f"{rid}: model not resolved ({exc})")
             rows.extend(_unpredicted(rec, obs))
             continue
-        unified = bool(re.search(r"GB10|DGX Spark|GX10", rec.get("gpu", "")))  # one pool for CPU and GPU
-        machine = serve.Machine(source="log", total_gib=total or 1000.0,
-                                free_gib=obs.get("free_gib") or (total or 1000.0), unified=unified,
-                                gpu_name=rec.get("gpu", ""))
+        machine = machine_of(rec)
         res = serve.plan_serve(shape, spec, machine)
         tp = max(1, spec.tensor_parallel)
         # weights

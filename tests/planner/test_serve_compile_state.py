@@ -82,18 +82,12 @@ def test_model_runner_v2_estimates_no_cuda_graphs_before_0_29(model, version, ou
     assert serve.v2_graphs_outside_budget(shape, eager) is False
 
 
-def _plan(rec: dict, **update) -> serve.ServePlanResult:
-    total = sa.total_of(rec)
-    m = serve.Machine(source="log", total_gib=total, free_gib=total, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec).model_copy(update=update), m)
-
-
 def test_a_warm_v2_start_before_0_29_gets_the_graph_charge_back_and_a_cold_one_does_not():
     """The recon pair (Qwen3-8B, RTX 4090, 0.27.1, V2, same flags): 4.92 GiB cold (torch.compile 38.96 s) and 5.91 GiB
     warm (compilation 0.30 s). The flags-alone plan is a first start: it holds its graph estimate in place of the cold
     compile's temporaries; given a warm cache it drops that charge, and the captured graphs then sit beyond the share."""
     cold, warm = RECORDS["vllm-recon-qwen3-8b-4090-default-cold"], RECORDS["vllm-recon-qwen3-8b-4090-default-warm"]
-    first, c, w = _plan(warm), _plan(cold, compile_state="cold"), _plan(warm, compile_state="warm")
+    first, c, w = sa.plan_of(warm), sa.plan_of(cold, compile_state="cold"), sa.plan_of(warm, compile_state="warm")
     graphs = first.overheads["cudagraph"]
     assert graphs > 0.5
     assert c.kv.available_gib == first.kv.available_gib

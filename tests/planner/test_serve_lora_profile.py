@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkops.planner import serve
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -18,12 +16,6 @@ import serve_accuracy as sa  # noqa: E402
 
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
 GIB = 1024**3
-
-
-def _plan(rec: dict) -> serve.ServePlanResult:
-    total = sa.total_of(rec)
-    m = serve.Machine(source="log", total_gib=total, free_gib=total, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m)
 
 
 def test_slots_cost_the_pool_only_what_they_load_from_1_to_64_slots():
@@ -35,7 +27,7 @@ def test_slots_cost_the_pool_only_what_they_load_from_1_to_64_slots():
     log_kv_gap = one["observed"]["kv_gib"] - many["observed"]["kv_gib"]
     log_w_gap = many["observed"]["weights_gib"] - one["observed"]["weights_gib"]
     assert log_kv_gap == pytest.approx(log_w_gap, abs=0.05)
-    p1, p64 = _plan(one), _plan(many)
+    p1, p64 = sa.plan_of(one), sa.plan_of(many)
     assert p64.weights_gib > p1.weights_gib + 3.0  # 63 more slots of rank 16 on 36 layers
     assert p1.kv.available_gib - p64.kv.available_gib == pytest.approx(p64.weights_gib - p1.weights_gib, abs=0.02)
 
@@ -46,7 +38,7 @@ def test_a_lora_launch_names_its_config_as_part_of_the_compile_cache_key():
     compile's peak). LoRAConfig.compute_hash puts max_loras and max_lora_rank in the compile cache's key, so the plan's
     compile-cache term says so for the LoRA launch, and only for it; both logged pools lie in the plan's range."""
     lora, base = RECORDS["vllm-llmso-qwen3-8b-4090wsl-u090-4k-lora2"], RECORDS["vllm-llmso-qwen3-8b-4090wsl-u090-4k"]
-    pl, pb = _plan(lora), _plan(base)
+    pl, pb = sa.plan_of(lora), sa.plan_of(base)
     why_l = next(u.why for u in pl.uncertainties if u.term == "compile-cache")
     why_b = next(u.why for u in pb.uncertainties if u.term == "compile-cache")
     assert "--enable-lora" in why_l and "max_loras" in why_l and "max_lora_rank" in why_l

@@ -28,13 +28,6 @@ RECORDS = yaml.safe_load(sa.LOGS.read_text())["records"]
 PP = [r for r in RECORDS if (r.get("flags") or {}).get("pipeline_parallel_size", 1) > 1]
 
 
-def _plan(rec: dict) -> serve.ServePlanResult:
-    """The record predicted as the scorer predicts it: model name, flags and GPU alone."""
-    total = sa.total_of(rec)
-    m = serve.Machine(source="log", total_gib=total or 1000.0, free_gib=total or 1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m)
-
-
 def _record(rid: str) -> dict:
     return next(r for r in RECORDS if r["id"] == rid)
 
@@ -80,7 +73,7 @@ def test_pp4_record_stages_hold_their_own_layers_and_the_24_layer_stage_sets_the
     555,680 tokens; nvidia-smi shows GPUs 1 and 2 fuller than 0 and 3 (the middle stages limit, the outer ones
     shrink their tensors to the common block count)."""
     rec = _record("vllm-kubesimplify-qwen3-235b-fp8-4xrtxpro6000-pp4")
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     st_ = res.kv.stages
     assert [s.layers for s in st_] == [23, 24, 24, 23]
     lim = [s for s in st_ if s.limiting]
@@ -102,7 +95,7 @@ def test_pp4_record_stages_hold_their_own_layers_and_the_24_layer_stage_sets_the
 def test_pp2_record_stages_are_balanced_and_the_last_one_carries_the_sampler():
     """Log (jinwoong, vLLM 0.28.0, 2 x L4, Qwen3-14B-AWQ at PP2): 14.04 GiB per stage, 184,000 tokens."""
     rec = _record("vllm-jinwoong-qwen3-14b-awq-2xl4-pp2")
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     first, last = res.kv.stages
     assert (first.layers, last.layers) == (20, 20)
     # Qwen3-14B is untied: the embedding on the first stage, an lm_head of the same size on the last
@@ -116,7 +109,7 @@ def test_blind_v15_pp2_record_bf16_stages_hold_half_the_layers_and_price_their_p
     """Log (blind round v15, vLLM 0.27.1, 2 x RTX PRO 6000 Blackwell at 0.426, Qwen3-32B bf16 at PP2): 30.52 GiB on
     each worker, 6.92 GiB of KV on PP0, 56,640 tokens (scored blind at -9.0 % KV before any change for it)."""
     rec = _record("vllm-twogpu-qwen3-32b-2xrtxpro6000-pp2-u0426")
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     first, last = res.kv.stages
     assert (first.layers, last.layers) == (32, 32)
     assert first.weights_gib == last.weights_gib  # untied: an embedding on the first stage, an lm_head on the last
@@ -156,7 +149,7 @@ def test_pp1_never_reaches_the_stage_model_on_any_record(monkeypatch):
             serve.resolve_shape(rec["model"])
         except Exception:  # noqa: BLE001 - a record the scorer also skips
             continue
-        res = _plan(rec)
+        res = sa.plan_of(rec)
         assert res.kv.stages == [], rec["id"]
         seen += 1
     assert seen > 60

@@ -21,17 +21,11 @@ import serve_accuracy as sa  # noqa: E402
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
 
 
-def _plan(rec: dict) -> serve.ServePlanResult:
-    total = sa.total_of(rec)
-    m = serve.Machine(source="log", total_gib=total or 1000.0, free_gib=total or 1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m)
-
-
 def test_llamacpp_gpt_oss_20b_at_131072_caches_12_full_layers_and_a_768_cell_window():
     """Log (llama.cpp b6699, RTX 3070, -c 131072 -fa on, one slot): non-SWA 3072.00 MiB (131072 cells, 12 layers) + SWA
     18.00 MiB (768 cells, 12 layers) = 3090 MiB; 8 KV heads x 64 x 2 (K, V) x 2 bytes = 2 KiB a token and layer."""
     rec = RECORDS["llamacpp-ik822-gpt-oss-20b-mxfp4-3070-131k-ncpumoe"]
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     # within 0.5 %: caching all 24 layers at the full context (6144 MiB) or the window alone would miss by far
     assert res.kv.available_gib * 1024 == pytest.approx(rec["observed"]["kv_mib"], rel=0.005)
 
@@ -46,4 +40,4 @@ def test_sglang_qwen3_14b_tp4_k_size_is_a_quarter_of_the_kv_heads_per_rank():
     per_token = serve.kv_bytes_per_token(shape, serve.kv_dtype_bytes(spec), 4)
     assert per_token == 40 * 2 * 128 * 2 * 2  # layers x heads a rank x head dim x (K, V) x bf16
     assert rec["observed"]["tokens"] * per_token / 2 / GIB == pytest.approx(rec["observed"]["k_gib"], abs=0.005)
-    assert _plan(rec).weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.05)
+    assert sa.plan_of(rec).weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.05)

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkops.planner import serve
-
 GIB = 1024**3
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -22,18 +20,12 @@ import serve_accuracy as sa  # noqa: E402
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
 
 
-def _plan(rec: dict) -> serve.ServePlanResult:
-    total = sa.total_of(rec)
-    m = serve.Machine(source="log", total_gib=total or 1000.0, free_gib=total or 1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m)
-
-
 def test_a_pinned_kv_budget_on_a_gb10_is_the_pool_and_gives_the_logged_token_count():
     """Log (NGC 26.08 on a DGX Spark, --kv-cache-memory-bytes=6442450944 --gpu-memory-utilization=0.10): 'GPU KV cache
     size: 224,640 tokens'; the runbook: 28 layers x 2 x 2 KV heads x 128 x bf16 = 28 KiB a token. The share only passes
     the start-up check; the pinned bytes are the pool, whatever the unified-memory terms are."""
     rec = RECORDS["vllm-llmd-qwen25-1.5b-instruct-gb10-kvbytes6g-u010-8k"]
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     assert res.kv.bytes_per_token == 28 * 2 * 2 * 128 * 2
     assert res.kv.available_gib == pytest.approx(rec["flags"]["kv_cache_memory_bytes"] / GIB)
     assert res.kv.tokens == pytest.approx(rec["observed"]["tokens"], rel=0.001)
@@ -49,7 +41,7 @@ def test_v2_runner_starts_of_a_small_dense_model_on_0271_size_the_pool_within_5_
     subtracts no CUDA-graph estimate, so the range's top is a warm start's pool (round 20af): the warm start (its
     '(compilation: 0.11 s)') lands on it within 1 %, the compiling ones inside."""
     rec = RECORDS[rid]
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.02)
     assert res.kv.available_gib == pytest.approx(rec["observed"]["kv_gib"], rel=0.05)
     lo, hi = res.kv.available_range_gib
@@ -68,4 +60,4 @@ def test_two_lora_slots_add_what_the_log_loads_to_qwen3_8b():
     base, lora = (RECORDS[f"vllm-llmso-qwen3-8b-4090wsl-u090-4k{s}"] for s in ("", "-lora2"))
     assert sa.spec_of(lora).max_loras == 2 and sa.spec_of(lora).enable_lora
     logged = lora["observed"]["weights_gib"] - base["observed"]["weights_gib"]
-    assert _plan(lora).weights_gib - _plan(base).weights_gib == pytest.approx(logged, abs=0.05)
+    assert sa.plan_of(lora).weights_gib - sa.plan_of(base).weights_gib == pytest.approx(logged, abs=0.05)

@@ -12,22 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkops.planner import serve
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import serve_accuracy as sa  # noqa: E402
 
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
-
-
-def _plan(rec: dict) -> serve.ServePlanResult:
-    total = sa.total_of(rec)
-    unified = "GB10" in rec.get("gpu", "")
-    m = serve.Machine(source="log", total_gib=total, free_gib=rec["observed"].get("free_gib") or total,
-                      unified=unified, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m)
 
 
 @pytest.mark.parametrize("rid, tp", [("vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp1", 1),
@@ -37,7 +27,7 @@ def test_tensor_parallel_halves_the_weights_and_the_per_rank_pool_holds_twice_th
     / 650,208 tokens at TP1; 1.5 GiB per rank and 19.09 GiB / 1,428,896 tokens at TP2 (each rank holds half the KV heads,
     so a rank's bytes hold twice the tokens)."""
     rec = RECORDS[rid]
-    res = _plan(rec)
+    res = sa.plan_of(rec)
     assert sa.spec_of(rec).tensor_parallel == tp
     assert res.weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.05)
     assert res.kv.available_gib == pytest.approx(rec["observed"]["kv_gib"], rel=0.03)
@@ -50,8 +40,8 @@ def test_the_tp2_rank_holds_more_tokens_per_gib_than_the_tp1_start():
     two = RECORDS["vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp2"]["observed"]
     per_gib = [o["tokens"] / o["kv_gib"] for o in (one, two)]
     assert per_gib[1] / per_gib[0] == pytest.approx(2.0, rel=0.01)  # 2 KV heads -> 1 per rank
-    p1 = _plan(RECORDS["vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp1"])
-    p2 = _plan(RECORDS["vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp2"])
+    p1 = sa.plan_of(RECORDS["vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp1"])
+    p2 = sa.plan_of(RECORDS["vllm-agvllm-qwen25-1.5b-instruct-tu102-u090-4k-eager-tp2"])
     assert p1.kv.bytes_per_token == 2 * p2.kv.bytes_per_token
 
 
@@ -62,7 +52,7 @@ def test_gb10_vllm_030_loads_the_logged_weights(rid):
     """Logs (DGX Spark, vLLM 0.30, 0.55 / 32768): 'Model loading took 13.8 / 29.1 / 33.38 GiB' for gpt-oss-20b (MXFP4
     experts), Qwen3-30B-A3B-Thinking-2507-FP8 and Qwen3.6-35B-A3B-FP8 (block FP8, the vision tower in bf16)."""
     rec = RECORDS[rid]
-    assert _plan(rec).weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.03)
+    assert sa.plan_of(rec).weights_gib == pytest.approx(rec["observed"]["weights_gib"], rel=0.03)
 
 
 @pytest.mark.parametrize("rid", ["vllm-homesrv-qwen3-32b-awq-5090-u070-8k", "vllm-homesrv-qwen3-32b-awq-5090-u085-8k",
