@@ -123,8 +123,8 @@ def _pool_is_unified(ctx: CheckContext) -> bool:
     return ident.unified_memory is not False or bool(ctx.profile is not None and ctx.profile.unified_memory)
 
 
-def _pool_bytes(ctx: CheckContext) -> int | None:
-    if _pool_is_unified(ctx):
+def _pool_bytes(ctx: CheckContext, unified: bool) -> int | None:
+    if unified:
         mi = ctx.facts.memory.meminfo_bytes
         return mi.get("MemTotal") if known(mi) else None  # type: ignore[union-attr]
     dev = ctx.facts.gpu.devices[0] if ctx.facts.gpu.devices else None
@@ -147,7 +147,8 @@ def check(ctx: CheckContext) -> Finding:
     evidence: list[Evidence] = [ev("neighbours", [n.__dict__ for n in neighbours])]
     warns: list[Reason] = []
     notes: list[str] = []
-    pool = _pool_bytes(ctx)
+    unified = _pool_is_unified(ctx)
+    pool = _pool_bytes(ctx, unified)
     pool_txt = f" of the {pool / GIB:.1f} GiB pool" if pool else ""
     for n in neighbours:
         big = n.mem_bytes is not None and n.mem_bytes >= heavy_b
@@ -200,7 +201,7 @@ def check(ctx: CheckContext) -> Finding:
                                 evidence=evidence, notes=notes)
         # the one budget (checks/pool_budget.py, which `plan --serve --beside` uses too): a capped
         # server takes its cap x total from start-up on, whatever it holds now
-        budget = _reservations_budget(neighbours, pool / GIB, gb_to_gib(peak), kb, _pool_is_unified(ctx))
+        budget = _reservations_budget(neighbours, pool / GIB, gb_to_gib(peak), kb, unified)
         evidence.append(ev("pool budget", budget.values()))
         if budget.code in ("over", "tight"):
             v = _budget_values(budget, peak)
