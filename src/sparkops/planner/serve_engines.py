@@ -441,7 +441,7 @@ def gguf_type_from_name(name: str | None) -> str | None:
 
 _QUANT_SUFFIX = re.compile(
     r"([-_.](fp8|nvfp4|mxfp4|awq|gptq(-int[48])?|int[48]|w8a8|w4a16|quantized(\.[a-z0-9]+)?|gguf|"
-    r"\d+bit|instruct-2507|thinking-2507|2507|dynamic|ud-[a-z0-9_]+|i?q\d(_[a-z0-9]+)*|f16|bf16|qat|unquantized))+$",
+    r"\d+bit|instruct-2507|thinking-2507|2507|dynamic|mtp|ud-[a-z0-9_]+|i?q\d(_[a-z0-9]+)*|f16|bf16|qat|unquantized))+$",
     re.IGNORECASE)
 
 _OLLAMA_FAMILY = {"gemma3": "gemma-3", "gemma2": "gemma-2", "llama3.1": "llama-3.1", "llama3.2": "llama-3.2",
