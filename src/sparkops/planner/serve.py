@@ -663,14 +663,18 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             loader = (f"; with --load-format fastsafetensors public GB10 reports (fastsafetensors#94, #109; "
                       f"sglang#40065) keep about one checkpoint ({checkpoint_gib:.1f} GiB here) out of MemAvailable "
                       "through the start, which this charge then holds (no same-flags start with the default loader is public to size it; compare one)")
+        fit = vllm_fitted_terms(spec, unified).get("unified_non_torch", 0.0)
+        assumed = f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU"
+        if fit:
+            assumed += f", plus the fitted {fit:g} GiB unified-memory term (the median of public GB10 starts)"
         out.append(Uncertainty(
-            term="unified-non-torch", assumed=f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU",
-            kv_change_gib=[-hi, 0.0],
+            term="unified-non-torch", assumed=assumed,
+            kv_change_gib=[-round(max(0.0, hi - fit), 2), round(max(0.0, fit - float(seen["min"])), 2)],
             why="on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py MemorySnapshot) and "
                 "charges every fall of it between init_device and the end of the profile run that torch's pool does "
                 "not hold as non-torch memory: the engine's own host heap (torch.compile/Triton during the profile "
                 "run) and any other process growing on the pool meanwhile; in all "
-                f"{seen['starts']} public GB10 starts read so far the logged pool came out below this plan's, by "
+                f"{seen['starts']} public GB10 starts read so far the logged pool came out below the discrete accounting, by "
                 f"{seen['min']:g}-{seen['max']:g} GiB (median {seen['median']:g}); start from a warm compile cache with "
                 "nothing else starting, or pin the pool with --kv-cache-memory" + loader))
     if "mm_encoder" in ov:
@@ -869,6 +873,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
+    for term, gib in vllm_fitted_terms(spec, m.unified).items():
+        t = engine_value("vllm", "fitted_non_kv")[term]
+        notes.append(f"fitted term (not read from vLLM's source): {gib:g} GiB per rank of {term.replace('_', '-')} memory "
+                     f"charged against the KV pool, the median over {t['fitted_from'].split(' with ')[0]}; it applies on "
+                     f"{t['condition']} (engines.yaml vllm.fitted_non_kv; held out by source group: {t['cv']})")
     tokens = tm.tokens(kv_avail)
     stages: list[StageKV] = []
     if stage_weights and tm.stage_layers:
