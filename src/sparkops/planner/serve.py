@@ -493,6 +493,7 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     graphs, n_graphs = 0.0, 0
     if not spec.enforce_eager:
         graphs, n_graphs = cudagraph_gib(s, spec, seqs)
+    fitted = vllm_fitted_terms(spec, unified)
     out = {"activation_peak": round(max(act + cache, sampler + cache, enc.peak_gib if enc else 0.0), 3),
            "non_torch": non_torch, "cudagraph": round(graphs, 3),
            "profiled_tokens": float(tokens), "profiled_seqs": float(seqs), "cudagraphs_captured": float(n_graphs),
@@ -501,7 +502,27 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
         out.update({"mm_encoder": round(enc.peak_gib, 3), "mm_encoder_cache": round(cache, 3),
                     "mm_items": float(enc.items), "mm_item_tokens": float(enc.item_tokens),
                     "mm_lean_peak": round(max(act + cache, sampler + cache, enc.lean_peak_gib), 3)})
+    if fitted:  # only where a fitted term holds: every other plan keeps its overheads as before
+        out["fitted_non_kv"] = round(sum(fitted.values()), 3)
     return out
+
+
+def vllm_fitted_term_conditions(spec: ServeSpec, unified: bool) -> dict[str, bool]:
+    """Where each fitted non-KV term of vLLM's profiled budget applies (engines.yaml vllm.fitted_non_kv;
+    benchmarks/results/serve-learned-terms-v1.md): ``unified_non_torch`` on unified memory, ``cold_compile`` where
+    torch.compile runs in the profile run and the cache is not known to be warm; neither where the pool is not
+    profiled (--kv-cache-memory, 0.34's extensible cache)."""
+    profiled = not spec.kv_cache_memory_bytes and not vllm_extensible_kv_cache(spec)
+    return {"unified_non_torch": profiled and unified,
+            "cold_compile": profiled and _compiles_in_profile(spec) and spec.compile_state != "warm"}
+
+
+def vllm_fitted_terms(spec: ServeSpec, unified: bool) -> dict[str, float]:
+    """The fitted non-KV terms (GiB per rank) that hold for this launch line: sized from public logs, not read from
+    vLLM's source (engines.yaml vllm.fitted_non_kv: each term's value, the records it came from, its CV numbers)."""
+    terms = engines_knowledge().engines["vllm"].extra.get("fitted_non_kv") or {}
+    holds = vllm_fitted_term_conditions(spec, unified)
+    return {k: float(t["gib"]) for k, t in terms.items() if holds.get(k) and float(t["gib"])}
 
 
 def _compiles_in_profile(spec: ServeSpec) -> bool:
@@ -642,14 +663,18 @@ def vllm_uncertainties(shape: ServeShape, spec: ServeSpec, ov: dict[str, float],
             loader = (f"; with --load-format fastsafetensors public GB10 reports (fastsafetensors#94, #109; "
                       f"sglang#40065) keep about one checkpoint ({checkpoint_gib:.1f} GiB here) out of MemAvailable "
                       "through the start, which this charge then holds (no same-flags start with the default loader is public to size it; compare one)")
+        fit = vllm_fitted_terms(spec, unified).get("unified_non_torch", 0.0)
+        assumed = f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU"
+        if fit:
+            assumed += f", plus the fitted {fit:g} GiB unified-memory term (the median of public GB10 starts)"
         out.append(Uncertainty(
-            term="unified-non-torch", assumed=f"{ov['non_torch']:g} GiB of non-torch memory, as on a discrete GPU",
-            kv_change_gib=[-hi, 0.0],
+            term="unified-non-torch", assumed=assumed,
+            kv_change_gib=[-round(max(0.0, hi - fit), 2), round(max(0.0, fit - float(seen["min"])), 2)],
             why="on unified memory vLLM reads free memory as MemAvailable (vllm/utils/mem_utils.py MemorySnapshot) and "
                 "charges every fall of it between init_device and the end of the profile run that torch's pool does "
                 "not hold as non-torch memory: the engine's own host heap (torch.compile/Triton during the profile "
                 "run) and any other process growing on the pool meanwhile; in all "
-                f"{seen['starts']} public GB10 starts read so far the logged pool came out below this plan's, by "
+                f"{seen['starts']} public GB10 starts read so far the logged pool came out below the discrete accounting, by "
                 f"{seen['min']:g}-{seen['max']:g} GiB (median {seen['median']:g}); start from a warm compile cache with "
                 "nothing else starting, or pin the pool with --kv-cache-memory" + loader))
     if "mm_encoder" in ov:
@@ -767,7 +792,8 @@ def vllm_pp_stages(shape: ServeShape, spec: ServeSpec, requested: float, stage_w
         if spec.kv_cache_memory_bytes:
             kv = spec.kv_cache_memory_bytes / GIB
         else:
-            kv = requested - stage_weights[i] - act - ov["non_torch"] - (graphs if graphs_counted else 0.0)
+            kv = requested - stage_weights[i] - act - ov["non_torch"] - (graphs if graphs_counted else 0.0) \
+                - ov.get("fitted_non_kv", 0.0)
         rows.append((i, layers, stage_weights[i], act, graphs, kv, tm.stage_blocks(kv, i)))
     least = min(r[6] for r in rows)
     lim = next(r[0] for r in rows if r[6] == least)
@@ -836,16 +862,22 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
         graphs = ov["cudagraph"] if graphs_in_budget(spec, shape) else 0.0
-        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs
+        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs - ov.get("fitted_non_kv", 0.0)
         if _version(spec) == OLD_ENGINE and tp * spec.pipeline_parallel > 1:
             # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
             # the forward pass alone and print a larger KV figure; the executor keeps the smallest rank's block
             # count (min over workers), the driver's
-            other = round(requested - weights_gib - ov["forward_gib"] - ov["non_torch"] - graphs, 2)
+            other = round(requested - weights_gib - ov["forward_gib"] - ov["non_torch"] - graphs
+                          - ov.get("fitted_non_kv", 0.0), 2)
             if other != round(kv_avail, 2):
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
+    for term, gib in vllm_fitted_terms(spec, m.unified).items():
+        t = engine_value("vllm", "fitted_non_kv")[term]
+        notes.append(f"fitted term (not read from vLLM's source): {gib:g} GiB per rank of {term.replace('_', '-')} memory "
+                     f"charged against the KV pool, the median over {t['fitted_from'].split(' with ')[0]}; it applies on "
+                     f"{t['condition']} (engines.yaml vllm.fitted_non_kv; held out by source group: {t['cv']})")
     tokens = tm.tokens(kv_avail)
     stages: list[StageKV] = []
     if stage_weights and tm.stage_layers:
@@ -1301,7 +1333,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version,
                                                                  extensible=vllm_extensible_kv_cache(spec))
         floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
-            + (req or 0.0)
+            + p.overheads.get("fitted_non_kv", 0.0) + (req or 0.0)
         if p.start.passes is False and seen is not None:
             now = p.start.largest_share_now or 0.0
             # a flush helps only where the check reads CUDA's MemFree (passes_after_flush is None when it reads
@@ -1323,7 +1355,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         if req and (fits_len is False or (spec.concurrency and conc is not None and conc < spec.concurrency)):
             want = max(1, spec.concurrency or 1) * req
             need_util = (want + (p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"]
-                                 + p.overheads["cudagraph"])) / machine.total_gib
+                                 + p.overheads["cudagraph"] + p.overheads.get("fitted_non_kv", 0.0))) / machine.total_gib
             if need_util <= 1.0:
                 sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
                             f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
