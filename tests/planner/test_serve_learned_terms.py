@@ -76,3 +76,22 @@ def test_a_fold_fits_nothing_on_the_group_it_holds_out():
     assert everyone != before  # with the group in, its residuals do move the median
     gb10 = [f["resid"] for i, f in feats.items() if i in train and f["resid"] is not None and f["holds"]["unified_non_torch"]]
     assert before["unified_non_torch"] == pytest.approx(statistics.median(gb10), abs=0.001)
+
+
+def test_the_fitted_term_alone_never_says_does_not_fit_a_start_that_started():
+    """Log (guardkit, vLLM 0.13 NGC, GB10, --gpu-memory-utilization 0.3, Qwen3-30B-A3B-FP8): 'Available KV cache
+    memory: 4.04 GiB' - it started. vLLM's own accounting leaves room for a 32K request; only the fitted median
+    (6.19 GiB, public GB10 starts ranging 0.7-26.1 GiB) takes it below zero: the plan says tight and why, not
+    does-not-fit."""
+    rec = RECS["vllm-guardkit-qwen3-30b-a3b-fp8-gb10-u030-32k-fp8kv"]
+    assert rec["observed"]["kv_gib"] == 4.04
+    p = sa.plan_of(rec)
+    fit = p.overheads["fitted_non_kv"]
+    assert p.kv.available_gib < 0 < p.kv.available_gib + fit  # the point estimate alone would be "no KV left"
+    assert p.verdict == "tight"
+    assert any(n.startswith("may start with little or no KV cache") for n in p.notes)
+    with cv.fitted({}):
+        assert sa.plan_of(rec).verdict == "fits"
+    # where the engine's own accounting has no room either, the fitted term changes nothing about the verdict
+    low = {**rec, "flags": {**rec["flags"], "gpu_memory_utilization": 0.2}}
+    assert sa.plan_of(low).verdict == "does-not-fit"

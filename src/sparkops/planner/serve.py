@@ -1305,7 +1305,20 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     notes = list(p.notes)
     verdict: Verdict = "fits"
     bad = []
-    if pool is not None and pool <= 0:
+    # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)
+    # moves the point estimate but never decides "does not fit" alone: where the engine's own accounting leaves room
+    # for the request and only the fitted charge takes it, the plan says tight (public GB10 starts at small shares
+    # that did start sit on both sides of that median)
+    fitted = p.overheads.get("fitted_non_kv", 0.0)
+    kv_short = pool is not None and (pool <= 0 or fits_len is False)
+    by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
+    if by_fit_alone:
+        notes.append(f"may start with little or no KV cache: vLLM's own accounting leaves {pool + fitted:.2f} GiB of "
+                     f"KV; the fitted {fitted:g} GiB unified-memory charge (the median of public GB10 starts, which "
+                     f"ranged {float(engine_value('vllm', 'unified_non_torch_observed_gib')['min']):g}-"
+                     f"{float(engine_value('vllm', 'unified_non_torch_observed_gib')['max']):g} GiB) leaves "
+                     f"{pool:.2f} GiB; pin the pool with --kv-cache-memory, or raise the share")
+    elif pool is not None and pool <= 0:
         bad.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
     elif fits_len is False:
         bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
@@ -1325,7 +1338,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     elif p.start.passes is False and p.start.passes_after_flush:
         verdict = "tight"
         notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
-    elif pb.code != "ok" or (spec.concurrency and conc is not None and conc < spec.concurrency):
+    elif by_fit_alone or pb.code != "ok" or (spec.concurrency and conc is not None and conc < spec.concurrency):
         verdict = "tight"
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")
