@@ -121,6 +121,14 @@ HOLDOUTS = (
                              "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
                              "holdout15", "holdout16", "dev"),
                min_cases=30, min_per_gotcha=0, min_none=24, min_hard_negatives=24),
+    # holdout18 (issue 18, round 18af) is a SEALED blind set (README): to be scored once by the lead, never trained or tuned on; 24
+    # reports, not the 40 asked for (GB10 reports are exhausted and at most half may come from other machines), 12 of them hard
+    # negatives, positives only for G1, G2, G3, G6, G7 and G9 (README, "Known gaps"): no per-gotcha floor. Half of it comes from
+    # other sm_12x / Blackwell / unified-memory machines showing the same mechanisms, the ceiling the round's brief set.
+    HoldoutSet("holdout18", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
+                             "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
+                             "holdout15", "holdout16", "holdout17", "dev"),
+               min_cases=24, min_per_gotcha=0, min_none=12, min_hard_negatives=12, max_borrowed_fraction=0.5),
 )
 BY_NAME = {h.name: h for h in HOLDOUTS}
 SET_FILES = [(h.name, p) for h in HOLDOUTS for p in sorted(h.folder.glob("*.yaml"))]
