@@ -242,6 +242,52 @@ def wrong_cuda(lines: Sequence[str], roles: Sequence[str]) -> bool:
                for ln, r in zip(lines, roles, strict=False))
 
 
+# --- round 18ag: two more ways through the G1 gate, from the spec's and the labelling rule's own words ----------------
+# Declared in benchmarks/results/diagnose-learn-cv-v30.md (after reading the lines of the three G1 reports round 18ae's
+# gate lost in-sample, before any count). Each one yes/no over the report's non-quoted lines, a match not negated:
+#  - no_cuda_torch (variant B): a line says the framework finds or uses no GPU (no GPU / accelerator / CUDA device
+#    detected, torch.cuda.is_available() False, falls back to the CPU, no GPU acceleration) and the report shows the
+#    GPU is there (a GB10 / DGX Spark / GX10 named, or an nvidia-smi row naming an NVIDIA GPU): the labelling rule's
+#    "CPU-only wheels on a Spark", gotchas.md G1's Fail "CPU-only torch on a GPU host", the triage's "the host sees it";
+#  - cuda13_needed (variant C): a line says the machine or job requires / needs CUDA 13 (cu13x), or that what made it
+#    run / work was a CUDA 13 build: gotchas.md G1's Fix (the cu130 wheel index), the platform's CUDA 13.
+_NO_GPU_USED = re.compile(
+    r"\bno (CUDA[- ]capable |CUDA )?(GPUs?|accelerators?|CUDA devices?)\b"
+    r"[^\n]{0,40}?\b(detected|found|available)\b|"
+    r"\b(cannot|can't|can not|could not|couldn't|unable to|fails? to|failed to) (find|detect|see)\b[^\n]{0,20}?"
+    r"\b(GPUs?|accelerators?|CUDA devices?)\b|"
+    r"torch\.cuda\.is_available\(\)[^\n]{0,30}?\bFalse\b|"
+    r"\b(falls?|fell|falling) back to (the )?CPU\b|"
+    r"\b(does|do|did)(n't| not) (appear to |seem to )?(support|use) (the )?GPU( acceleration)?\b|"
+    r"\b(runs?|running|ran) on (the )?CPU (instead|only)\b", re.IGNORECASE)
+_GPU_THERE = re.compile(r"\b(GB10|DGX[ -]?Spark|GX10)\b|^\|\s+\d+\s+NVIDIA [A-Z]", re.IGNORECASE)
+_NEEDS_CUDA13 = re.compile(r"\b(requires?|required|needs?|needed)\b[^\n]{0,40}?(\bcu13\d\b|\bCUDA[- ]?13\b)",
+                           re.IGNORECASE)
+_MADE_IT_RUN = re.compile(r"\b(made|make|got) it (to )?(run|work)(ing)?\b|\bhow I (made|got) it\b", re.IGNORECASE)
+
+
+def no_cuda_torch(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the framework finds or uses no GPU, and the report shows the GPU is there (a GB10 /
+    DGX Spark named, or an nvidia-smi row of an NVIDIA GPU): a torch with no CUDA on a GPU host (round 18ag, B)."""
+    live = [ln for ln, r in zip(lines, roles, strict=False) if r != QUOTED]
+    if not any(_GPU_THERE.search(ln) for ln in live):
+        return False
+    return any(any(not negated(ln, m.start()) for m in _NO_GPU_USED.finditer(ln)) for ln in live)
+
+
+def cuda13_needed(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the machine or job requires / needs CUDA 13 (cu13x), or that what made it run was a
+    CUDA 13 build (round 18ag, C)."""
+    for ln, r in zip(lines, roles, strict=False):
+        if r == QUOTED:
+            continue
+        if any(not negated(ln, m.start()) for m in _NEEDS_CUDA13.finditer(ln)):
+            return True
+        if (_RESOLVED.search(ln) or _MADE_IT_RUN.search(ln)) and _TO_CUDA13.search(ln):
+            return True
+    return False
+
+
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
 
@@ -286,6 +332,8 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["cuda_mismatch"] = float(cuda_mismatch(lines, roles))  # round 18ac readings (G1 vs a missing SM12x kernel)
     out["kernel_gap"] = float(kernel_gap(lines, roles))
     out["wrong_cuda"] = float(wrong_cuda(lines, roles))
+    out["no_cuda_torch"] = float(no_cuda_torch(lines, roles))  # round 18ag readings (variants B, C)
+    out["cuda13_needed"] = float(cuda13_needed(lines, roles))
     return out
 
 
