@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED, negated
@@ -292,6 +292,27 @@ _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|
                        re.IGNORECASE)
 
 
+# The yes/no readings over the whole report (rounds 18z..18ag). The CV harness (benchmarks/diagnose_learn.py) reads all
+# of them to try its variants; the shipped layer computes only what it uses: those a "none" feature weighs (WEIGHED,
+# read on every call) and those a decision-time gate reads (GATES, read only when that gotcha would be answered).
+READINGS: dict[str, Callable[[Sequence[str], Sequence[str]], bool]] = {
+    "setup_fault": setup_fault, "tp_failure": tp_failure, "tp_hang": tp_hang,  # rounds 18z, 18ab (G10)
+    "cuda_mismatch": cuda_mismatch, "kernel_gap": kernel_gap, "wrong_cuda": wrong_cuda,  # round 18ac (G1)
+    "no_cuda_torch": no_cuda_torch, "cuda13_needed": cuda13_needed,  # round 18ag (G1)
+}
+WEIGHED = tuple(r for r in READINGS if r in NONE_FEATURES)  # none today: no shipped weight names a reading
+# the shipped gates: a gotcha is answered only where one of its readings holds (diagnose ``_learned``); round 18ab's
+# G10 gate (results diagnose-learn-cv-v27.md): a failure of tensor parallelism's own
+GATES: dict[str, tuple[str, ...]] = {"G10": ("tp_failure", "tp_hang")}
+
+
+def gate_holds(gotcha: str, lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Does one of the gotcha's gate readings hold (computed now, stopping at the first that does)? True for a
+    gotcha without a gate."""
+    gate = GATES.get(gotcha, ())
+    return not gate or any(READINGS[r](lines, roles) for r in gate)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One gotcha the rules scored, as the learned layer sees it."""
@@ -309,8 +330,10 @@ class Candidate:
     text_only: bool = False  # no rule found it: the text layer alone speaks for it (its words resemble its reports)
 
 
-def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
-    """Features of the whole input: what "none" reads, and which number families it holds."""
+def text_features(lines: Sequence[str], roles: Sequence[str],
+                  readings: Iterable[str] | None = None) -> dict[str, float]:
+    """Features of the whole input: what "none" reads, and which number families it holds; plus the yes/no
+    ``readings`` named (READINGS keys; None: all, as the CV harness reads them; diagnose asks for WEIGHED only)."""
     n = max(len(lines), 1)
     fail = sum(r == FAILURE for r in roles)
     out = {"bias": 1.0, "failure_reported": float(fail > 0), "failure_lines": math.log1p(fail),
@@ -326,14 +349,8 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["official_docs"] = float(any(_OFFICIAL.search(ln) for ln in lines))
     for fam, rx in _NUMBERS.items():
         out["num." + fam] = float(any(rx.search(ln) for ln in lines))
-    out["setup_fault"] = float(setup_fault(lines, roles))  # round 18z readings (not weighed unless a variant ships)
-    out["tp_failure"] = float(tp_failure(lines, roles))
-    out["tp_hang"] = float(tp_hang(lines, roles))  # round 18ab reading (variant B')
-    out["cuda_mismatch"] = float(cuda_mismatch(lines, roles))  # round 18ac readings (G1 vs a missing SM12x kernel)
-    out["kernel_gap"] = float(kernel_gap(lines, roles))
-    out["wrong_cuda"] = float(wrong_cuda(lines, roles))
-    out["no_cuda_torch"] = float(no_cuda_torch(lines, roles))  # round 18ag readings (variants B, C)
-    out["cuda13_needed"] = float(cuda13_needed(lines, roles))
+    for name in READINGS if readings is None else readings:  # the yes/no readings asked for (default: all of them)
+        out[name] = float(READINGS[name](lines, roles))
     return out
 
 
