@@ -91,7 +91,8 @@ RULES = "blind"  # "blind": each set read by the rules that had not seen it; "cu
 
 
 _CACHED = ("labels", "rows", "rules", "target", "strong", "cap", "tokens", "tokens_fp", "tokens_all",
-           "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda")
+           "setup_fault", "tp_failure", "tp_hang", "cuda_mismatch", "kernel_gap", "wrong_cuda", "no_cuda_torch",
+           "cuda13_needed")
 
 
 def featurized_cases(sets: list[str], cache: Path | None = None, *, write_cache: bool = False) -> list[dict]:
@@ -145,6 +146,7 @@ def featurize(cases: list[dict]) -> None:
         c["setup_fault"], c["tp_failure"] = text["setup_fault"], text["tp_failure"]  # round 18z readings
         c["cuda_mismatch"], c["kernel_gap"] = text["cuda_mismatch"], text["kernel_gap"]  # round 18ac readings
         c["wrong_cuda"] = text["wrong_cuda"]
+        c["no_cuda_torch"], c["cuda13_needed"] = text["no_cuda_torch"], text["cuda13_needed"]  # round 18ag readings
         c["tp_hang"] = text["tp_hang"]  # round 18ab reading
 
 
@@ -364,8 +366,10 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
         gated = set()
         if G10 in ("gate", "gate2") and not tp_own:  # round 18z (B): no TP-specific failure
             gated.add("G10")
-        g1_own = c.get("cuda_mismatch") or (G1 == "gate2" and c.get("wrong_cuda"))  # 18ac (A'): or "wrong CUDA" words
-        if G1 in ("gate", "gate2") and not g1_own:  # round 18ac (A): no line shows a CUDA major mismatch
+        g1_own = c.get("cuda_mismatch") or (G1 in ("gate2", "gate3", "gate4") and c.get("wrong_cuda"))  # 18ac (A')
+        g1_own = g1_own or (G1 in ("gate3", "gate4") and c.get("no_cuda_torch"))  # 18ag (B): no-CUDA torch, GPU there
+        g1_own = g1_own or (G1 == "gate4" and c.get("cuda13_needed"))  # 18ag (C): needs / fixed by a CUDA 13 build
+        if G1 in ("gate", "gate2", "gate3", "gate4") and not g1_own:  # round 18ac (A): no line shows a CUDA mismatch
             gated.add("G1")
         if label in gated:
             rest = [i for i in gotchas if c["labels"][i] not in gated and p[i] >= promote]
@@ -626,10 +630,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--g10", default="off", choices=("off", "setup", "gate", "gate2"),
                     help="round 18z variants: setup = n.setup_fault feature, gate = G10 needs a TP-specific failure; "
                          "round 18ab: gate2 = gate, where a hang of TP > 1 across nodes also counts")
-    ap.add_argument("--g1", default="off", choices=("off", "gate", "gate2", "gap"),
+    ap.add_argument("--g1", default="off", choices=("off", "gate", "gate2", "gate3", "gate4", "gap"),
                     help="round 18ac variants: gate = G1 needs a CUDA major-version mismatch on a line; gate2 = the same, "
                          "where 'built for the wrong CUDA' / 'CUDA mismatch' in words also counts; gap = n.kernel_gap "
-                         "feature (a missing SM12x kernel without such a mismatch; declared, not run)")
+                         "feature (a missing SM12x kernel without such a mismatch; declared, not run); round 18ag: "
+                         "gate3 = gate2, where a no-CUDA torch on a visible GPU also counts; gate4 = gate3, or a line "
+                         "needing / fixed by CUDA 13")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "

@@ -109,14 +109,22 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     rules' candidates and "none"; a gotcha is answered when it is the most likely and its probability reaches
     ``answer_at``, a second one when its own probability reaches ``second_at``; otherwise diagnose abstains, says
     why with the numbers, and lists the candidates and what would decide between them."""
-    from sparkops.diagnose.learned import NONE, ceiling, probabilities, text_features, utilities
+    from sparkops.diagnose.learned import (
+        NONE,
+        WEIGHED,
+        ceiling,
+        gate_holds,
+        probabilities,
+        text_features,
+        utilities,
+    )
     from sparkops.diagnose.matcher import candidates as rule_candidates
 
     lm = kb.learned
     cands = rule_candidates(res)
     if not cands:
         return [], False, None, [], []
-    text = text_features(inp.lines, res.roles)
+    text = text_features(inp.lines, res.roles, WEIGHED)  # the gates' readings are read below, only when needed
     words, by_text = None, {}
     if lm.text is not None:  # the learned text layer: one more feature, and gotchas no rule found (never confident)
         from sparkops.diagnose.learned import text_candidates, text_scores
@@ -159,7 +167,7 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
         strong = [f.model_copy(update={"confidence": round(f.confidence / (f.confidence + pn), 3)}) for f in strong]
         return held(sorted(strong, key=lambda f: -f.confidence)), False, None, [], []
     gated = None
-    if best == "G10" and p_best >= lm.answer_at and not (text["tp_failure"] or text["tp_hang"]):
+    if best == "G10" and p_best >= lm.answer_at and not gate_holds("G10", inp.lines, res.roles):
         # the G10 gate (round 18ab, results diagnose-learn-cv-v27.md): G10 is answered only when the report shows a
         # failure of tensor parallelism's own (a collective hanging / timing out / costing time, TP slower across
         # nodes, or a TP > 1 group spanning nodes that hangs); else the next gotcha over the bar, or none

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sparkops.diagnose.reading import CONTEXT, FAILURE, QUOTED, negated
@@ -242,8 +242,75 @@ def wrong_cuda(lines: Sequence[str], roles: Sequence[str]) -> bool:
                for ln, r in zip(lines, roles, strict=False))
 
 
+# --- round 18ag: two more ways through the G1 gate, from the spec's and the labelling rule's own words ----------------
+# Declared in benchmarks/results/diagnose-learn-cv-v30.md (after reading the lines of the three G1 reports round 18ae's
+# gate lost in-sample, before any count). Each one yes/no over the report's non-quoted lines, a match not negated:
+#  - no_cuda_torch (variant B): a line says the framework finds or uses no GPU (no GPU / accelerator / CUDA device
+#    detected, torch.cuda.is_available() False, falls back to the CPU, no GPU acceleration) and the report shows the
+#    GPU is there (a GB10 / DGX Spark / GX10 named, or an nvidia-smi row naming an NVIDIA GPU): the labelling rule's
+#    "CPU-only wheels on a Spark", gotchas.md G1's Fail "CPU-only torch on a GPU host", the triage's "the host sees it";
+#  - cuda13_needed (variant C): a line says the machine or job requires / needs CUDA 13 (cu13x), or that what made it
+#    run / work was a CUDA 13 build: gotchas.md G1's Fix (the cu130 wheel index), the platform's CUDA 13.
+_NO_GPU_USED = re.compile(
+    r"\bno (CUDA[- ]capable |CUDA )?(GPUs?|accelerators?|CUDA devices?)\b"
+    r"[^\n]{0,40}?\b(detected|found|available)\b|"
+    r"\b(cannot|can't|can not|could not|couldn't|unable to|fails? to|failed to) (find|detect|see)\b[^\n]{0,20}?"
+    r"\b(GPUs?|accelerators?|CUDA devices?)\b|"
+    r"torch\.cuda\.is_available\(\)[^\n]{0,30}?\bFalse\b|"
+    r"\b(falls?|fell|falling) back to (the )?CPU\b|"
+    r"\b(does|do|did)(n't| not) (appear to |seem to )?(support|use) (the )?GPU( acceleration)?\b|"
+    r"\b(runs?|running|ran) on (the )?CPU (instead|only)\b", re.IGNORECASE)
+_GPU_THERE = re.compile(r"\b(GB10|DGX[ -]?Spark|GX10)\b|^\|\s+\d+\s+NVIDIA [A-Z]", re.IGNORECASE)
+_NEEDS_CUDA13 = re.compile(r"\b(requires?|required|needs?|needed)\b[^\n]{0,40}?(\bcu13\d\b|\bCUDA[- ]?13\b)",
+                           re.IGNORECASE)
+_MADE_IT_RUN = re.compile(r"\b(made|make|got) it (to )?(run|work)(ing)?\b|\bhow I (made|got) it\b", re.IGNORECASE)
+
+
+def no_cuda_torch(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the framework finds or uses no GPU, and the report shows the GPU is there (a GB10 /
+    DGX Spark named, or an nvidia-smi row of an NVIDIA GPU): a torch with no CUDA on a GPU host (round 18ag, B)."""
+    live = [ln for ln, r in zip(lines, roles, strict=False) if r != QUOTED]
+    if not any(_GPU_THERE.search(ln) for ln in live):
+        return False
+    return any(any(not negated(ln, m.start()) for m in _NO_GPU_USED.finditer(ln)) for ln in live)
+
+
+def cuda13_needed(lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Some non-quoted line says the machine or job requires / needs CUDA 13 (cu13x), or that what made it run was a
+    CUDA 13 build (round 18ag, C)."""
+    for ln, r in zip(lines, roles, strict=False):
+        if r == QUOTED:
+            continue
+        if any(not negated(ln, m.start()) for m in _NEEDS_CUDA13.finditer(ln)):
+            return True
+        if (_RESOLVED.search(ln) or _MADE_IT_RUN.search(ln)) and _TO_CUDA13.search(ln):
+            return True
+    return False
+
+
 _QUESTION = re.compile(r"\?\s*$|\b(anyone|any idea|how (do|can) i|is (this|that|it) (normal|expected))\b",
                        re.IGNORECASE)
+
+
+# The yes/no readings over the whole report (rounds 18z..18ag). The CV harness (benchmarks/diagnose_learn.py) reads all
+# of them to try its variants; the shipped layer computes only what it uses: those a "none" feature weighs (WEIGHED,
+# read on every call) and those a decision-time gate reads (GATES, read only when that gotcha would be answered).
+READINGS: dict[str, Callable[[Sequence[str], Sequence[str]], bool]] = {
+    "setup_fault": setup_fault, "tp_failure": tp_failure, "tp_hang": tp_hang,  # rounds 18z, 18ab (G10)
+    "cuda_mismatch": cuda_mismatch, "kernel_gap": kernel_gap, "wrong_cuda": wrong_cuda,  # round 18ac (G1)
+    "no_cuda_torch": no_cuda_torch, "cuda13_needed": cuda13_needed,  # round 18ag (G1)
+}
+WEIGHED = tuple(r for r in READINGS if r in NONE_FEATURES)  # none today: no shipped weight names a reading
+# the shipped gates: a gotcha is answered only where one of its readings holds (diagnose ``_learned``); round 18ab's
+# G10 gate (results diagnose-learn-cv-v27.md): a failure of tensor parallelism's own
+GATES: dict[str, tuple[str, ...]] = {"G10": ("tp_failure", "tp_hang")}
+
+
+def gate_holds(gotcha: str, lines: Sequence[str], roles: Sequence[str]) -> bool:
+    """Does one of the gotcha's gate readings hold (computed now, stopping at the first that does)? True for a
+    gotcha without a gate."""
+    gate = GATES.get(gotcha, ())
+    return not gate or any(READINGS[r](lines, roles) for r in gate)
 
 
 @dataclass(frozen=True)
@@ -263,8 +330,10 @@ class Candidate:
     text_only: bool = False  # no rule found it: the text layer alone speaks for it (its words resemble its reports)
 
 
-def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float]:
-    """Features of the whole input: what "none" reads, and which number families it holds."""
+def text_features(lines: Sequence[str], roles: Sequence[str],
+                  readings: Iterable[str] | None = None) -> dict[str, float]:
+    """Features of the whole input: what "none" reads, and which number families it holds; plus the yes/no
+    ``readings`` named (READINGS keys; None: all, as the CV harness reads them; diagnose asks for WEIGHED only)."""
     n = max(len(lines), 1)
     fail = sum(r == FAILURE for r in roles)
     out = {"bias": 1.0, "failure_reported": float(fail > 0), "failure_lines": math.log1p(fail),
@@ -280,12 +349,8 @@ def text_features(lines: Sequence[str], roles: Sequence[str]) -> dict[str, float
     out["official_docs"] = float(any(_OFFICIAL.search(ln) for ln in lines))
     for fam, rx in _NUMBERS.items():
         out["num." + fam] = float(any(rx.search(ln) for ln in lines))
-    out["setup_fault"] = float(setup_fault(lines, roles))  # round 18z readings (not weighed unless a variant ships)
-    out["tp_failure"] = float(tp_failure(lines, roles))
-    out["tp_hang"] = float(tp_hang(lines, roles))  # round 18ab reading (variant B')
-    out["cuda_mismatch"] = float(cuda_mismatch(lines, roles))  # round 18ac readings (G1 vs a missing SM12x kernel)
-    out["kernel_gap"] = float(kernel_gap(lines, roles))
-    out["wrong_cuda"] = float(wrong_cuda(lines, roles))
+    for name in READINGS if readings is None else readings:  # the yes/no readings asked for (default: all of them)
+        out[name] = float(READINGS[name](lines, roles))
     return out
 
 
