@@ -296,13 +296,18 @@ def test_a_failure_only_in_the_title_is_held_under_high_confidence():
 
 
 def test_a_generic_explainer_naming_no_spark_is_not_answered_with_high_confidence():
-    text = ("CUDA error: no kernel image is available for execution on the device\n"
-            "This error means the wheel was built for other architectures than the card in the runner.\n"
-            "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    # round 18ac: the explainer is a CUDA 12 library missing (G1's own failure); until then it was "no kernel image",
+    # which the G1 gate (diagnose-learn-cv-v28.md) no longer answers as G1 at all: a library gap is none of the ten
+    text = ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+            "This error means the wheel was built for another CUDA than the one installed in the runner.\n"
+            "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n")
     d = diagnose_text(text)
     assert d.findings and all(f.confidence < HIGH for f in d.findings)
     assert "names no GB10" in d.findings[0].why
     assert diagnose_text(text + "Seen on a DGX Spark (GB10, sm_121).\n").findings[0].confidence >= HIGH
+    gap = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+           "Seen on a DGX Spark (GB10, sm_121).\n")
+    assert all(f.gotcha != "G1" for f in diagnose_text(gap).findings)
 
 
 # --- sealed blind sets (issue 18, rounds 18i, 18k, 18r, 18w, 18y, 18aa, 18af) ---------------------------------------------

@@ -303,7 +303,10 @@ READINGS: dict[str, Callable[[Sequence[str], Sequence[str]], bool]] = {
 WEIGHED = tuple(r for r in READINGS if r in NONE_FEATURES)  # none today: no shipped weight names a reading
 # the shipped gates: a gotcha is answered only where one of its readings holds (diagnose ``_learned``); round 18ab's
 # G10 gate (results diagnose-learn-cv-v27.md): a failure of tensor parallelism's own
-GATES: dict[str, tuple[str, ...]] = {"G10": ("tp_failure", "tp_hang")}
+# and round 18ag's G1 gate (variant B, diagnose-learn-cv-v30.md): a CUDA major-version mismatch, "the wrong CUDA" in
+# words, or a torch that finds no GPU on a host whose GPU is there
+GATES: dict[str, tuple[str, ...]] = {"G10": ("tp_failure", "tp_hang"),
+                                     "G1": ("cuda_mismatch", "wrong_cuda", "no_cuda_torch")}
 
 
 def gate_holds(gotcha: str, lines: Sequence[str], roles: Sequence[str]) -> bool:
