@@ -396,6 +396,7 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
 # --- the calibration of the displayed confidence (round 18ah, results diagnose-calibration-v1.md) -------------------
 
 CALIBRATE = "off"  # "isotonic": the displayed confidence is mapped by calibrate.fit on the inner held-out answers
+FOLD_MAPS: list[dict] = []  # per outer fold: the inner held-out pairs and the fitted knots
 
 
 def shown_cap(w: list[float], c: dict, label: str) -> float:
@@ -497,6 +498,8 @@ def grouped_cv(cases: list[dict], folds: int) -> None:
         oof: dict[str, list[float]] = {}
         bar = choose_bar(train, oof_out=oof)
         cal = calibration_map(train, oof, bar) if CALIBRATE != "off" else None
+        if cal is not None:  # what each fold's map was fitted on (--calibration-pairs)
+            FOLD_MAPS.append({"fold": k, "pairs": calibration_pairs(train, oof, bar), "knots": cal.knots})
         w = fit(train)
         for c in test:
             c["pred"], c["p"], c["second"], c["p2"] = decide(w, c, bar)
@@ -693,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", default="off", choices=("off", "isotonic"),
                     help="round 18ah: map the displayed confidence by an isotonic fit on the inner held-out answers "
                          "(the predictions JSON gains p_cal; --write also writes knowledge/diagnose_calibration.yaml)")
+    ap.add_argument("--calibration-pairs", type=Path,
+                    help="with --calibrate: write each outer fold's inner held-out pairs and map knots as JSON")
     ap.add_argument("--write-calibration", action="store_true",
                     help="fit only the calibration map on every set (the weights file untouched) and write "
                          "knowledge/diagnose_calibration.yaml")
@@ -764,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "second": c["second"],
                                          **({"p_cal": round(c["p_cal"], 4)} if CALIBRATE != "off" else {})}
              for c in cases}, indent=1, sort_keys=True) + "\n")
+    if args.calibration_pairs and FOLD_MAPS:
+        args.calibration_pairs.write_text(json.dumps(FOLD_MAPS) + "\n")
     sys.stdout.write(text)
     return 0
 
