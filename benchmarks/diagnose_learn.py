@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from diagnose_cv import BLIND_RULES, blind_kb, load_sets  # noqa: E402
 
-from sparkops.diagnose import calibrate  # noqa: E402
 from sparkops.diagnose.learned import (  # noqa: E402
     CANDIDATE_FEATURES,
     NONE,
@@ -393,60 +392,6 @@ def decide(w: list[float], c: dict, bar: tuple[float, float]) -> tuple[str, floa
     return label, top_p, second[0], second[1]
 
 
-# --- the calibration of the displayed confidence (round 18ah, results diagnose-calibration-v1.md) -------------------
-
-CALIBRATE = "off"  # "isotonic": the displayed confidence is mapped by calibrate.fit on the inner held-out answers
-FOLD_MAPS: list[dict] = []  # per outer fold: the inner held-out pairs and the fitted knots
-
-
-def shown_cap(w: list[float], c: dict, label: str) -> float:
-    """The ceiling / words_hold bound of an answer (1.0 when nothing holds it): what the calibrated value never passes."""
-    return min(c.get("cap", {}).get(label, 1.0), words_hold(w, c).get(label, 1.0))
-
-
-def calibration_pairs(train: list[dict], oof: Mapping[str, list[float]], bar: tuple[float, float]) -> list[tuple]:
-    """(displayed confidence, answer == label) of every training case answered with a gotcha by its out-of-fold model
-    (choose_bar's inner grouped CV) at the chosen bar."""
-    out = []
-    for c in train:
-        w = oof.get(c["set"] + "/" + c["id"])
-        if w is None:
-            continue
-        pred, p, _s, _p2 = decide(w, c, bar)
-        if pred != NONE:
-            out.append((p, pred == c["label"]))
-    return out
-
-
-def calibration_map(train: list[dict], oof: Mapping[str, list[float]], bar: tuple[float, float]):
-    return calibrate.Calibration(knots=calibrate.fit(calibration_pairs(train, oof, bar)))
-
-
-def write_calibration(knots, sets: list[str], n: int, groups: int, pairs: int, bar: float) -> Path:
-    path = ROOT / "src" / "sparkops" / "knowledge" / "diagnose_calibration.yaml"
-    lines = [
-        "# The calibration of diagnose's displayed confidence (sparkops/diagnose/calibrate.py, issue 18 round 18ah,",
-        "# benchmarks/results/diagnose-calibration-v1.md). Written by `python benchmarks/diagnose_learn.py --write` or",
-        "# `--write-calibration`: do not edit by hand. Fitted on held-out answers only: the answer bar's inner 4-fold",
-        "# grouped CV by source over the training sets predicts every report with a model that did not see its group;",
-        "# each report answered with a gotcha gives (displayed confidence, answer == label); isotonic regression",
-        "# (pool-adjacent-violators) of right on the displayed confidence gives the knots (displayed, share right).",
-        "# diagnose shows min(map(p), ceiling): linear between knots, constant beyond the ends, within [0.01, 0.99].",
-        "version: 1",
-        f"last_verified: {date.today().isoformat()}",
-        "method: isotonic",
-        f"trained_on: [{', '.join(sets)}]  # each set read by the rules version that had not seen it",
-        f"cases: {n}",
-        f"groups: {groups}",
-        f"pairs: {pairs}  # held-out answers the map was fitted on",
-        f"answer_at: {bar}  # the bar those answers were made at",
-        "knots:",
-    ]
-    lines += [f"  - [{x:.4f}, {y:.4f}]" for x, y in knots]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 # --- grouped cross-validation ----------------------------------------------------------------------------------------
 
 def _fold_of(group: str, folds: int, salt: str = "") -> int:
@@ -460,9 +405,8 @@ def group_mean(cases: list[dict], key: str) -> float:
     return 100 * sum(sum(v) / len(v) for v in by.values()) / len(by) if by else 0.0
 
 
-def choose_bar(train: list[dict], folds: int = 4, oof_out: dict | None = None) -> tuple[float, float]:
-    """The (veto, promote) pair with the best group-mean top-1 on out-of-fold predictions inside ``train`` only
-    (``oof_out``: filled with each case's out-of-fold weights, keyed set/id, for the calibration's pairs)."""
+def choose_bar(train: list[dict], folds: int = 4) -> tuple[float, float]:
+    """The (veto, promote) pair with the best group-mean top-1 on out-of-fold predictions inside ``train`` only."""
     oof: dict[str, list[float]] = {}
     for k in range(folds):
         inner = [c for c in train if _fold_of(c["group"], folds, "inner") != k]
@@ -472,8 +416,6 @@ def choose_bar(train: list[dict], folds: int = 4, oof_out: dict | None = None) -
         w = fit(inner)
         for c in held:
             oof[c["id"]] = w
-            if oof_out is not None:
-                oof_out[c["set"] + "/" + c["id"]] = w
     best, best_score = (VETOS[-1], PROMOTES[-1]), -1.0
     grid = [(1.01, pm) for pm in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)] if POLICY == "learned" else \
         [(v, pm) for v in VETOS for pm in PROMOTES]
@@ -495,15 +437,10 @@ def grouped_cv(cases: list[dict], folds: int) -> None:
             continue
         attach_oof(train)
         attach_fitted(test, train)
-        oof: dict[str, list[float]] = {}
-        bar = choose_bar(train, oof_out=oof)
-        cal = calibration_map(train, oof, bar) if CALIBRATE != "off" else None
-        if cal is not None:  # what each fold's map was fitted on (--calibration-pairs)
-            FOLD_MAPS.append({"fold": k, "pairs": calibration_pairs(train, oof, bar), "knots": cal.knots})
+        bar = choose_bar(train)
         w = fit(train)
         for c in test:
             c["pred"], c["p"], c["second"], c["p2"] = decide(w, c, bar)
-            c["p_cal"] = calibrate.displayed(cal, c["p"], shown_cap(w, c, c["pred"])) if c["pred"] != NONE else c["p"]
             c["top_g"], c["p_top"] = top_gotcha(w, c)
             p = _probs(w, c["rows"])
             c["probs"] = dict(zip(c["labels"], p, strict=True))  # held-out probability of every candidate and none
@@ -693,14 +630,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="round 18ac variants: gate = G1 needs a CUDA major-version mismatch on a line; gate2 = the same, "
                          "where 'built for the wrong CUDA' / 'CUDA mismatch' in words also counts; gap = n.kernel_gap "
                          "feature (a missing SM12x kernel without such a mismatch; declared, not run)")
-    ap.add_argument("--calibrate", default="off", choices=("off", "isotonic"),
-                    help="round 18ah: map the displayed confidence by an isotonic fit on the inner held-out answers "
-                         "(the predictions JSON gains p_cal; --write also writes knowledge/diagnose_calibration.yaml)")
-    ap.add_argument("--calibration-pairs", type=Path,
-                    help="with --calibrate: write each outer fold's inner held-out pairs and map knots as JSON")
-    ap.add_argument("--write-calibration", action="store_true",
-                    help="fit only the calibration map on every set (the weights file untouched) and write "
-                         "knowledge/diagnose_calibration.yaml")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -735,21 +664,10 @@ def main(argv: list[str] | None = None) -> int:
     TEXT, TEXT_ONLY, ALPHA, MIN_GROUPS = args.text, not args.no_text_only, args.alpha, args.min_groups
     if args.write and RULES != "blind":
         raise SystemExit("--write trains on the blind reading only")
-    global CALIBRATE
-    CALIBRATE = "isotonic" if args.write or args.write_calibration else args.calibrate  # a retrain refits the map
     cases = featurized_cases(sets, args.cache, write_cache=True)
-    if args.write or args.write_calibration:
-        attach_oof(cases)
-        oof: dict[str, list[float]] = {}
-        bar = choose_bar(cases, oof_out=oof)  # the same inner 4-fold grouped CV as inside each CV fold
-        groups = len({c["group"] for c in cases})
-        if CALIBRATE != "off":
-            pairs = calibration_pairs(cases, oof, bar)
-            path = write_calibration(calibrate.fit(pairs), sets, len(cases), groups, len(pairs), bar[1])
-            print(f"wrote {path.relative_to(ROOT)} ({len(pairs)} held-out answers)")
-        if args.write_calibration:
-            return 0
     if args.write:
+        attach_oof(cases)
+        bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold
         w = fit(cases)
         if POLICY != "learned":
             raise SystemExit("--write ships the learned policy only (diagnose's _learned)")
@@ -766,11 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.predictions:
         args.predictions.write_text(json.dumps(
             {c["set"] + "/" + c["id"]: {"label": c["label"], "answer": c["pred"], "p": round(c["p"], 4),
-                                         "second": c["second"],
-                                         **({"p_cal": round(c["p_cal"], 4)} if CALIBRATE != "off" else {})}
-             for c in cases}, indent=1, sort_keys=True) + "\n")
-    if args.calibration_pairs and FOLD_MAPS:
-        args.calibration_pairs.write_text(json.dumps(FOLD_MAPS) + "\n")
+                                         "second": c["second"]} for c in cases}, indent=1, sort_keys=True) + "\n")
     sys.stdout.write(text)
     return 0
 
