@@ -124,7 +124,14 @@ def test_the_gb10_spread_the_plan_quotes_is_what_the_recorded_gb10_starts_show()
     assert len(below) == seen["starts"]
     assert min(below) == pytest.approx(seen["min"], abs=0.05) and max(below) == pytest.approx(seen["max"], abs=0.05)
     assert statistics.median(below) == pytest.approx(seen["median"], abs=0.05)
-    assert min(below) > 0  # the one-sided bias the term describes: every such start came out below the plan
+    # the term was fitted (round 20al) on the starts recorded before blind v22 (round 20am); v22's seven pooling-encoder
+    # starts (known, with the reason: --runner pooling loads Qwen3-8B without its untied lm_head, which the plan counts)
+    # sit 0.67-1.16 GiB above the plan, so the one-sided bias holds only on the fitted set
+    v22 = {r["id"] for r in rows if r["id"].startswith("vllm-mesaclm-")}
+    assert len(v22) == 7 and all(-1.2 < b < 0 for r, b in zip(rows, below, strict=True) if r["id"] in v22)
+    rows, below = zip(*[(r, b) for r, b in zip(rows, below, strict=True) if r["id"] not in v22], strict=True)
+    given_back = {r["id"]: given_back[r["id"]] for r in rows}
+    assert min(below) > 0  # the one-sided bias the term describes: every fitted start came out below the plan
     # the shipped fitted term is the median it says it is, over the records it says (re-run
     # benchmarks/serve_learned_terms_cv.py when GB10 records are added: the CV, not this test, decides whether it stays)
     fit = engine_value("vllm", "fitted_non_kv")["unified_non_torch"]
