@@ -875,9 +875,11 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                              f"the pool is the driver's {kv_avail:.2f} GiB (the smallest rank's)")
     for term, gib in vllm_fitted_terms(spec, m.unified).items():
         t = engine_value("vllm", "fitted_non_kv")[term]
+        over = f", the median over {t['fitted_from'].split(' with ')[0]}" if t.get("fitted_from") else ""
+        where = f"; it applies on {t['condition']}" if t.get("condition") else ""
+        cv = f"; held out by source group: {t['cv']}" if t.get("cv") else ""
         notes.append(f"fitted term (not read from vLLM's source): {gib:g} GiB per rank of {term.replace('_', '-')} memory "
-                     f"charged against the KV pool, the median over {t['fitted_from'].split(' with ')[0]}; it applies on "
-                     f"{t['condition']} (engines.yaml vllm.fitted_non_kv; held out by source group: {t['cv']})")
+                     f"charged against the KV pool{over}{where} (engines.yaml vllm.fitted_non_kv{cv})")
     tokens = tm.tokens(kv_avail)
     stages: list[StageKV] = []
     if stage_weights and tm.stage_layers:
