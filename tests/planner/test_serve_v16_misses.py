@@ -122,8 +122,9 @@ def test_the_gb10_spread_the_plan_quotes_is_what_the_recorded_gb10_starts_show()
     assert len(below) == seen["starts"]
     assert min(below) == pytest.approx(seen["min"], abs=0.05) and max(below) == pytest.approx(seen["max"], abs=0.05)
     assert statistics.median(below) == pytest.approx(seen["median"], abs=0.05)
-    # blind v22's seven pooling-encoder starts (round 20am; --runner pooling loads Qwen3-8B without its untied lm_head,
-    # which the plan counts) sit 0.67-1.16 GiB above the plan; every other unpinned GB10 start came out below it
+    # blind v22's seven pooling-encoder starts (round 20am) sat 0.67-1.16 GiB above the plan while it counted the untied
+    # lm_head --runner pooling does not load; with the pooling spec (round 20an, in-sample for them) they sit 0.0-0.5
+    # GiB below it, and every other unpinned GB10 start came out below it too
     v22 = {r["id"] for r in rows if r["id"].startswith("vllm-mesaclm-")}
-    assert len(v22) == 7 and all(-1.2 < b < 0 for r, b in zip(rows, below, strict=True) if r["id"] in v22)
-    assert min(b for r, b in zip(rows, below, strict=True) if r["id"] not in v22) > 0
+    assert len(v22) == 7 and all(-0.05 < b < 0.6 for r, b in zip(rows, below, strict=True) if r["id"] in v22)
+    assert min(b for r, b in zip(rows, below, strict=True) if r["id"] not in v22) > 0.6

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -274,6 +274,41 @@ class SamplerChoice:
     why: str
 
 
+def vllm_pooling(spec: ServeSpec) -> str | None:
+    """The pooling adapter a vLLM launch loads (engines.yaml vllm.pooling, read in config/model.py): ``embed`` or
+    ``classify``; None for a generate launch. ``--runner pooling`` without ``--convert`` is embed on a *ForCausalLM
+    (_get_default_convert_type); ``--convert embed|classify`` alone makes the runner pooling (_get_runner_type); the
+    older ``--task embed|classify|score|reward`` stands for the same (0.11's _task_to_convert); ``reward`` is embed."""
+    if spec.engine != "vllm" or spec.runner in ("generate", "draft"):
+        return None
+    c = engine_value("vllm", "pooling")
+    conv = spec.convert if spec.convert != "none" else None
+    if conv is None and spec.runner is None and spec.task:
+        conv = c["task_to_convert"].get(spec.task)
+    if conv is None and spec.runner != "pooling":
+        return None
+    conv = conv or c["default_convert"]
+    return str(c["convert_aliases"].get(conv, conv))
+
+
+def vllm_pooling_flag_note(spec: ServeSpec) -> str | None:
+    """A pooling flag the modelled release does not parse (engines.yaml vllm.pooling.flags_by_release): ``--task`` from
+    0.13, ``--runner`` / ``--convert`` before 0.11, ``--convert reward`` from 0.20. None: nothing to say."""
+    if spec.engine != "vllm" or not (spec.runner or spec.convert or spec.task):
+        return None
+    v = _version(spec)
+    row = next(r for r in engine_value("vllm", "pooling")["flags_by_release"] if _ge(v, r["since"]))
+    where = f"vLLM {spec.engine_version}" if spec.engine_version else "the modelled vLLM"
+    if spec.task and not row["task"]:
+        return (f"--task is not a flag of {where} (removed in 0.13.0): use --runner pooling / --convert "
+                f"{vllm_pooling(spec) or 'embed'}; the plan reads it as that")
+    if (spec.runner or spec.convert) and not row["runner"]:
+        return f"--runner / --convert are not flags of {where} (before 0.11 it is --task embed|classify)"
+    if spec.convert and spec.convert not in ("none", *row["converts"]):
+        return f"--convert {spec.convert} is not a choice of {where} (choices: {', '.join(row['converts'])})"
+    return None
+
+
 def vllm_model_runner_rule(spec: ServeSpec) -> dict[str, Any]:
     """The release's Model Runner V2 rule (engines.yaml vllm.model_runner_v2_by_release: the first row whose
     ``since`` is <= the modelled version). A release not named takes the newest row before 0.34's V1 removal, as
@@ -307,6 +342,8 @@ def vllm_model_runner_v2(shape: ServeShape, spec: ServeSpec) -> bool:
     kind = rule["rule"]
     if kind == "all":
         return True
+    if vllm_pooling(spec) and not _ge(v, engine_value("vllm", "pooling")["model_runner_v2_from"]):
+        return False  # 0.22-0.28 _is_default_v2_model_runner_model: runner_type != "generate" -> V1
     names = engine_value("vllm", "model_runner_v2_architectures")
     listed = bool(shape.model_type) and shape.model_type in {names[a] for a in rule.get("architectures", []) if a in names}
     moe = shape.experts > 0
@@ -331,6 +368,9 @@ def vllm_sampler(spec: ServeSpec, gpu_name: str = "", shape: ServeShape | None =
     v = _version(spec)
     if v == OLD_ENGINE:
         return SamplerChoice("sort", None, "the V0 engine samples with PyTorch ops")
+    if vllm_pooling(spec):
+        return SamplerChoice("none", None, "a pooling model has no sampler: the profile runs the pooler "
+                             "(gpu_model_runner.py profile_run -> _dummy_pooler_run), hidden-sized rows, no logits")
     if shape is not None and vllm_model_runner_v2(shape, spec):
         return SamplerChoice("v2", None, "Model Runner V2's sampler: an fp32 copy of the logits, top-k/top-p "
                              "skipped in the profile's dummy run")
@@ -361,7 +401,10 @@ def vllm_sampler(spec: ServeSpec, gpu_name: str = "", shape: ServeShape | None =
 
 
 def sampler_gib(shape: ServeShape, seqs: int, tokens: int, kind: str) -> float:
-    """The dummy sampler run's peak: min(max_num_seqs, max_num_batched_tokens) rows of vocab logits."""
+    """The dummy sampler run's peak: min(max_num_seqs, max_num_batched_tokens) rows of vocab logits (``none``: a
+    pooling model, no sampler)."""
+    if kind == "none":
+        return 0.0
     per = engine_value("vllm", "sampler_bytes_per_logit")[kind]
     extra = float(engine_value("vllm", "triton_sampler_buffers_gib")) if kind == "triton" else 0.0
     return min(seqs, tokens) * shape.vocab * per / GIB + extra
@@ -755,12 +798,12 @@ def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
 
 
 def vllm_stage_weight_shifts(shape: ServeShape, fmt: str, base_bytes: int, stage_layers: tuple[int, ...],
-                             tp: int) -> list[float]:
+                             tp: int, lm_head: bool = True) -> list[float]:
     """GiB each pipeline stage's rank holds above (or below) the average rank's base weights (``base_bytes``, all
     ranks, as weights_bytes counts them): its own decoder layers' share, the embedding matrix on the first stage and
     a vocabulary matrix on the last (lm_head; a tied model's last stage builds its own embed_tokens for it), engines.yaml
     vllm.pipeline_stages. Everything else the plan adds to the weights (vision tower, MTP, drafter, LoRA slots) stays
-    spread evenly over the stages."""
+    spread evenly over the stages. ``lm_head`` False: a pooling model, whose last stage builds no vocabulary matrix."""
     c = engine_value("vllm", "pipeline_stages")
     n = len(stage_layers)
     per_param = 4 if fmt == "fp32" else 2  # embeddings / lm_head are kept in the model dtype (weights_bytes)
@@ -768,7 +811,7 @@ def vllm_stage_weight_shifts(shape: ServeShape, fmt: str, base_bytes: int, stage
     layer = (base_bytes - vocab - shape.params_lm_head * per_param) / max(1, shape.layers)
     out = []
     for i, layers in enumerate(stage_layers):
-        own = layers * layer + vocab * ((i == c["embedding_stage"] % n) + (i == c["lm_head_stage"] % n))
+        own = layers * layer + vocab * ((i == c["embedding_stage"] % n) + (lm_head and i == c["lm_head_stage"] % n))
         out.append((own - base_bytes / n) / max(1, tp) / GIB)
     return out
 
@@ -843,6 +886,15 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
     notes = []
+    pooled = vllm_pooling(spec)
+    if pooled:
+        runner = "V2" if vllm_model_runner_v2(shape, spec) else "V1"
+        notes.append(f"pooling server (--runner pooling, {pooled} adapter): no lm_head, no sampler in the profile run; "
+                     f"the KV pool is sized as for generation (gpu_worker.py determine_available_memory); "
+                     f"Model Runner {runner} (before 0.29 the default V2 runner is for generate launches only)")
+    flag_note = vllm_pooling_flag_note(spec)
+    if flag_note:
+        notes.append(flag_note)
     kv_other = None
     ext_free, ext_persistent = None, 0.0
     if extensible:
@@ -1196,7 +1248,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     beside = list(beside or [])
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
-    wbytes, wdetail = weights_bytes(shape, fmt, spec.engine, max(1, spec.tensor_parallel))
+    pooled = vllm_pooling(spec)
+    # a pooling adapter never builds the lm_head (engines.yaml vllm.pooling.drops_lm_head): an untied one is not loaded
+    no_head = bool(pooled and shape.params_lm_head and engine_value("vllm", "pooling")["drops_lm_head"])
+    wshape = replace(shape, params_total=shape.params_total - shape.params_lm_head, params_lm_head=0) if no_head else shape
+    wbytes, wdetail = weights_bytes(wshape, fmt, spec.engine, max(1, spec.tensor_parallel))
+    if no_head:
+        wdetail += (f"; lm_head not loaded ({shape.params_lm_head / 1e9:.2f} B parameters, untied): the {pooled} pooling "
+                    "adapter builds none (vLLM adapters.py _create_pooling_model_cls)")
     base_bytes = wbytes  # the checkpoint alone, before the tower, drafter, MTP and LoRA terms
     if shape.params_vision and spec.engine == "vllm":
         if vision_tower_loaded(spec):
@@ -1243,8 +1302,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if tm is not None:
         stage_w = None
         if tm.stage_layers:
-            stage_w = [weights_gib + d for d in vllm_stage_weight_shifts(shape, fmt, base_bytes, tm.stage_layers,
-                                                                          max(1, spec.tensor_parallel))]
+            stage_w = [weights_gib + d for d in vllm_stage_weight_shifts(wshape, fmt, base_bytes, tm.stage_layers,
+                                                                          max(1, spec.tensor_parallel),
+                                                                          lm_head=not pooled)]
         p = _vllm(shape, spec, machine, weights_gib, tm, stage_w)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)

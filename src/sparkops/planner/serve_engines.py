@@ -108,6 +108,11 @@ class ServeSpec(_M):
     # --num-speculative-tokens): the drafter's method, its checkpoint and the tokens it proposes per step
     speculative_method: str | None = None
     reasoning_parser: str | None = None  # vLLM --reasoning-parser (0.22.0 keeps such a launch on Model Runner V1)
+    # vLLM pooling servers (embedding / classification encoders): --runner (None: auto), --convert (None: auto) and
+    # the older --task as written (engines.yaml vllm.pooling: which release parses which; serve.vllm_pooling resolves)
+    runner: Literal["generate", "pooling", "draft"] | None = None
+    convert: Literal["none", "embed", "classify", "reward"] | None = None
+    task: str | None = None
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
     # vLLM multimodal: --limit-mm-per-prompt (items per prompt by modality; 0 for every modality of a tower
@@ -198,7 +203,8 @@ _VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization
          "--num-gpu-blocks-override": ("num_gpu_blocks_override", "int"),
          "--enable-extensible-kv-cache": ("enable_extensible_kv_cache", "flag"),
          "--no-enable-extensible-kv-cache": ("enable_extensible_kv_cache", "noflag"),
-         "--reasoning-parser": ("reasoning_parser", "str")}
+         "--reasoning-parser": ("reasoning_parser", "str"), "--runner": ("runner", "runner"),
+         "--convert": ("convert", "convert"), "--task": ("task", "task")}
 _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem-fraction-static": ("mem_fraction_static", "frac"),
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
@@ -375,7 +381,22 @@ def parse_mm_limits(val: str, flag: str = "--limit-mm-per-prompt") -> dict[str, 
     return out
 
 
+_CHOICES = {"runner": ("auto", "generate", "pooling", "draft"), "convert": ("auto", "none", "embed", "classify", "reward"),
+            "task": ("auto", "generate", "embedding", "embed", "classify", "score", "reward", "transcription", "draft")}
+
+
+def _choice(val: str, kind: str, flag: str) -> str | None:
+    """--runner / --convert / --task: one of vLLM's choices (config/model.py RunnerOption, ConvertOption, 0.11's
+    TaskOption), lower-cased; ``auto`` is vLLM's default, kept as None (not named)."""
+    v = val.strip().lower()
+    if v not in _CHOICES[kind]:
+        raise ServeInputError(f"{flag} must be one of {', '.join(_CHOICES[kind])} (got {val!r})")
+    return None if v == "auto" else v
+
+
 def _convert(val: str, kind: str, flag: str) -> Any:
+    if kind in _CHOICES:
+        return _choice(val, kind, flag)
     if kind == "mm":
         return parse_mm_limits(val, flag)
     if kind == "connector":
@@ -479,6 +500,10 @@ def candidate_names(model: str) -> list[str]:
     return [n for n in out if not (n in seen or seen.add(n))]
 
 
+# free text that asks for a pooling server ("embedding server", "embeddings", "a reranker")
+POOLING_WORDS = re.compile(r"\b(embeddings?|embedder|encoder server|rerank(?:er|ing)?)\b")
+
+
 def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
     """A pasted launch line, or free text ("serve qwen3-30b-a3b with vllm 32k context 8 users fp8")."""
     if looks_like_command(text):
@@ -505,6 +530,11 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
     quant = {"nvfp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "int8": "int8", "int4": "awq"}.get(w.precision or "")
     kw: dict[str, Any] = {"engine": eng, "model": w.model, "tensor_parallel": w.tensor_parallel or 1,
                           "concurrency": users or w.batch_size, "quantization": quant}
+    if eng == "vllm":
+        pooled = POOLING_WORDS.search(low)
+        if pooled:  # "an embedding server", "a reranker": vLLM's --runner pooling (a reranker: --convert classify)
+            kw["runner"] = "pooling"
+            kw["convert"] = "classify" if pooled.group(1).startswith("rerank") else "embed"
     if eng in ("vllm", "sglang", "trtllm"):
         kw["max_model_len"] = ctx or w.seq_len
     else:
