@@ -419,26 +419,31 @@ def choose_bar(train: list[dict], folds: int = 4) -> tuple[float, float]:
             continue
         w = fit(inner)
         for c in held:
-            oof[c["id"]] = w
+            oof[c["set"] + "/" + c["id"]] = w
     best, best_score = (VETOS[-1], PROMOTES[-1]), -1.0
     grid = [(1.01, pm) for pm in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)] if POLICY == "learned" else \
         [(v, pm) for v in VETOS for pm in PROMOTES]
+    scored = [c for c in train if not c.get("train_only")]  # round 18ai: training-only reports are never scored
     for bar in grid:
-        for c in train:
-            w = oof.get(c["id"])
+        for c in scored:
+            w = oof.get(c["set"] + "/" + c["id"])
             c["_inner"] = decide(w, c, bar)[0] if w is not None else c["rules"]
-        score = group_mean(train, "_inner")
+        score = group_mean(scored, "_inner")
         if score > best_score + 1e-9:
             best, best_score = bar, score
     return best
 
 
-def grouped_cv(cases: list[dict], folds: int) -> None:
+def grouped_cv(cases: list[dict], folds: int, extra: Sequence[dict] = ()) -> None:
+    """``extra`` (round 18ai, ``--train-only``): reports that join every outer fold's training data unless their source
+    group is held out in that fold; they are never predicted and never scored."""
     for k in range(folds):
         train = [c for c in cases if _fold_of(c["group"], folds, SALT) != k]
         test = [c for c in cases if _fold_of(c["group"], folds, SALT) == k]
         if not test:
             continue
+        held_groups = {c["group"] for c in test}
+        train += [c for c in extra if c["group"] not in held_groups]
         attach_oof(train)
         attach_fitted(test, train)
         bar = choose_bar(train)
@@ -636,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
                          "feature (a missing SM12x kernel without such a mismatch; declared, not run); round 18ag: "
                          "gate3 = gate2, where a no-CUDA torch on a visible GPU also counts; gate4 = gate3, or a line "
                          "needing / fixed by CUDA 13")
+    ap.add_argument("--train-only", default="",
+                    help="round 18ai: sets whose reports only train (never predicted, never scored); in each outer fold "
+                         "those whose source group is held out are left out")
     ap.add_argument("--write", action="store_true", help="fit on every set and rewrite knowledge/diagnose_model.yaml")
     ap.add_argument("--predictions", type=Path,
                     help="also write each case's held-out answer (set/id, label, answer, p) as JSON, for a per-case "
@@ -671,6 +679,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.write and RULES != "blind":
         raise SystemExit("--write trains on the blind reading only")
     cases = featurized_cases(sets, args.cache, write_cache=True)
+    extra_sets = [s for s in args.train_only.split(",") if s]
+    extra = featurized_cases(extra_sets, args.cache.with_suffix(".extra.json") if args.cache else None,
+                             write_cache=True) if extra_sets else []
+    for c in extra:
+        c["train_only"] = True
+    if extra and args.write:
+        raise SystemExit("--train-only is a CV arm; --write trains on --sets")
     if args.write:
         attach_oof(cases)
         bar = choose_bar(cases)  # the same inner 4-fold grouped CV as inside each CV fold
@@ -683,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         path = write_weights(w, bar[1], sets, len(cases), len({c["group"] for c in cases}), text)
         print(f"wrote {path.relative_to(ROOT)} (answer_at {bar[1]})")
         return 0
-    grouped_cv(cases, args.folds)
+    grouped_cv(cases, args.folds, extra)
     text = report(cases, sets, args.folds)
     if args.out:
         args.out.write_text(text, encoding="utf-8")

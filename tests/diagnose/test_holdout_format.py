@@ -129,6 +129,15 @@ HOLDOUTS = (
                              "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
                              "holdout15", "holdout16", "holdout17", "dev"),
                min_cases=24, min_per_gotcha=0, min_none=12, min_hard_negatives=12, max_borrowed_fraction=0.5),
+    # topup13 (issue 18, round 18ai) is a TRAINING top-up (README), not a held-out set: 41 reports of the same mechanisms on other
+    # sm_12x / Blackwell / unified-memory machines (RTX 50 / RTX PRO, Jetson Thor / Orin / Xavier, GH200 / GB200), because no new
+    # GB10 report was found. The borrowed ceiling is for measured sets; a training top-up follows topup8's precedent, and here
+    # every case is borrowed (ceiling 1.0). 14 hard negatives, no G3 or G9 case (README, "Known gaps"): no per-gotcha floor. Its
+    # overlap checks cover every other set, the sealed ones included (by their source lines only).
+    HoldoutSet("topup13", ("cases", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
+                           "topup8", "holdout8", "holdout9", "holdout10", "topup11", "holdout12", "holdout13", "holdout14",
+                           "holdout15", "holdout16", "holdout17", "holdout18", "dev"),
+               min_cases=40, min_per_gotcha=0, min_none=12, min_hard_negatives=12, max_borrowed_fraction=1.0),
 )
 BY_NAME = {h.name: h for h in HOLDOUTS}
 SET_FILES = [(h.name, p) for h in HOLDOUTS for p in sorted(h.folder.glob("*.yaml"))]
