@@ -104,3 +104,9 @@ def test_a_tool_finding_no_accelerator_on_a_listed_gb10_passes_the_gate() -> Non
     d = diagnose_text("\n".join(lines))
     assert d.findings and d.findings[0].gotcha == "G1"
     assert text_features(lines, line_roles(lines))["no_cuda_torch"] == 1.0
+
+
+def test_every_gate_says_why_it_held_a_gotcha_back():
+    from sparkops.diagnose.learned import GATE_WHY, GATES
+
+    assert set(GATE_WHY) == set(GATES) and all(a and b for a, b in GATE_WHY.values())

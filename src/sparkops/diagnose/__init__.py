@@ -110,6 +110,7 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     ``answer_at``, a second one when its own probability reaches ``second_at``; otherwise diagnose abstains, says
     why with the numbers, and lists the candidates and what would decide between them."""
     from sparkops.diagnose.learned import (
+        GATE_WHY,
         GATES,
         NONE,
         WEIGHED,
@@ -170,11 +171,6 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     # decision-time gates (learned.GATES): a gotcha whose own failure no line shows is not answered (the next one
     # over the bar is); its readings are computed only here. G10 (round 18ab, diagnose-learn-cv-v27.md); G1 (rounds
     # 18ac/18ag, diagnose-learn-cv-v28.md / v30.md), which a machine fact (--facts / --live) confirming G1 also opens
-    gates = {"G10": ("no line shows a failure of tensor parallelism's own",
-                     "a collective that hangs, times out or costs time, or a TP group across nodes that hangs"),
-             "G1": ("no line shows a CUDA major-version mismatch",
-                    "a CUDA 12 library / wheel / toolkit on CUDA 13, a CPU-only torch or one that finds no GPU on a "
-                    "Spark, or a driver older than the runtime; a missing sm_12x kernel alone is a library gap, not G1")}
     g1_fact = "G1" in by_gotcha and any(fe.effect == "confirms" for fe in by_gotcha["G1"].facts)
 
     def gate_open(g: str) -> bool:
@@ -183,7 +179,7 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     gated = None
     if best in GATES and p_best >= lm.answer_at and not gate_open(best):
         shut = {g for g in GATES if not gate_open(g)}
-        gated = f"{best} (p = {p_best:.2f}) is not answered: {gates[best][0]} ({gates[best][1]})"
+        gated = f"{best} (p = {p_best:.2f}) is not answered: {GATE_WHY[best][0]} ({GATE_WHY[best][1]})"
         ranked = [(g, p) for g, p in probs if g != NONE and g not in shut]
         out_ok = [f for f in out if f.gotcha not in shut]
         if ranked and ranked[0][1] >= lm.answer_at and out_ok and out_ok[0].gotcha == ranked[0][0]:

@@ -307,6 +307,14 @@ WEIGHED = tuple(r for r in READINGS if r in NONE_FEATURES)  # none today: no shi
 # words, or a torch that finds no GPU on a host whose GPU is there
 GATES: dict[str, tuple[str, ...]] = {"G10": ("tp_failure", "tp_hang"),
                                      "G1": ("cuda_mismatch", "wrong_cuda", "no_cuda_torch")}
+# what an abstention says when a gate holds a gotcha back: what no line showed, and what would have opened it
+GATE_WHY: dict[str, tuple[str, str]] = {
+    "G10": ("no line shows a failure of tensor parallelism's own",
+            "a collective that hangs, times out or costs time, or a TP group across nodes that hangs"),
+    "G1": ("no line shows a CUDA major-version mismatch",
+           "a CUDA 12 library / wheel / toolkit on CUDA 13, a CPU-only torch or one that finds no GPU on a Spark, or a "
+           "driver older than the runtime; a missing sm_12x kernel alone is a library gap, not G1"),
+}
 
 
 def gate_holds(gotcha: str, lines: Sequence[str], roles: Sequence[str]) -> bool:
