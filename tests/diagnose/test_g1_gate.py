@@ -1,5 +1,5 @@
-"""Round 18ac's G1 gate (sparkops/diagnose/learned.py ``cuda_mismatch``, ``wrong_cuda``, ``kernel_gap``; the gate in
-diagnose ``_learned``): G1 is answered only where a line shows a CUDA major-version mismatch (a CUDA 12 library, tag,
+"""The G1 gate (rounds 18ac/18ag: learned.GATES["G1"], read in diagnose ``_learned``; the readings' own tests are in
+test_g1_readings.py): G1 is answered only where a line shows a CUDA major-version mismatch (a CUDA 12 library, tag,
 toolkit or torch.version.cuda; a CPU-only torch; a driver older than the runtime; "built for the wrong CUDA"), not
 where a library merely lacks an SM12x kernel (labelled none). Read on the verbatim excerpts of labelled reports."""
 
@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sparkops.diagnose import diagnose_text
-from sparkops.diagnose.learned import cuda_mismatch, kernel_gap, text_features, wrong_cuda
+from sparkops.diagnose.learned import text_features
 from sparkops.diagnose.reading import line_roles
 from sparkops.knowledge import safe_load
 
@@ -20,46 +18,6 @@ HERE = Path(__file__).parent
 def _case(rel: str) -> tuple[str, list[str]]:
     case = safe_load((HERE / rel).read_text(encoding="utf-8"))
     return str(case["label"]), str(case["text"]).splitlines()
-
-
-@pytest.mark.parametrize("rel", [
-    "holdout/sglang-omni-620-sgl-kernel-cuda12-libs-on-spark.yaml",  # libnvrtc.so.12 / libcudart.so.12 not found
-    "cases/whisperlivekit-284-torch-not-compiled-with-cuda.yaml",  # Torch not compiled with CUDA enabled
-    "cases/index-tts-556-torch-cu128-no-aarch64-wheel.yaml",  # torch==2.8.0+cu128
-    "holdout2/spark-vllm-docker-pr263-flashinfer-resolve-downgrades-torch-to-cpu.yaml",  # torch 2.10.0+cpu
-    "holdout4/llm-d-1402-cuda13-image-vllm-links-libcudart12.yaml",  # extensions linked to libcudart.so.12
-])
-def test_a_g1_report_shows_a_cuda_major_version_mismatch(rel: str) -> None:
-    label, lines = _case(rel)
-    assert label == "G1"
-    assert cuda_mismatch(lines, line_roles(lines))
-
-
-@pytest.mark.parametrize("rel", [
-    "holdout/causal-conv1d-119-no-sm121-prebuilt-wheel.yaml",  # a prebuilt wheel without an sm_121 kernel
-    "cases/flashinfer-5238-moe-utils-no-sm12x-image.yaml",  # no SM12x image in a library's kernels
-])
-def test_a_library_without_an_sm12x_kernel_is_a_kernel_gap_not_a_mismatch(rel: str) -> None:
-    label, lines = _case(rel)
-    assert label == "none"
-    roles = line_roles(lines)
-    assert kernel_gap(lines, roles)
-    assert not cuda_mismatch(lines, roles)  # its "CUDA 13.0, PyTorch cu130" is the right build, not a mismatch
-
-
-def test_the_capability_warning_alone_is_not_a_mismatch() -> None:
-    label, lines = _case("cases/pytorch-172629-gb10-capability-warning.yaml")  # none: "(8.0) - (12.0)" is harmless
-    assert label == "none"
-    assert not cuda_mismatch(lines, line_roles(lines))
-
-
-def test_the_wrong_cuda_told_in_words_counts_for_the_gate() -> None:
-    label, lines = _case("holdout/unsloth-pr9281-torch-wrong-cuda-no-accelerator.yaml")
-    roles = line_roles(lines)
-    assert label == "G1"
-    assert not cuda_mismatch(lines, roles) and wrong_cuda(lines, roles)
-    denied = ["It was not built for the wrong CUDA: torch.version.cuda is 13.0"]
-    assert not wrong_cuda(denied, line_roles(denied))
 
 
 def test_g1_on_a_missing_sm121_kernel_alone_is_not_answered_and_says_why() -> None:
@@ -72,12 +30,6 @@ def test_g1_on_a_missing_sm121_kernel_alone_is_not_answered_and_says_why() -> No
     _l, omni = _case("holdout/sglang-omni-620-sgl-kernel-cuda12-libs-on-spark.yaml")
     d2 = diagnose_text("\n".join([omni[0], *cut]))  # the same failure beside a CUDA 12 runtime library not found
     assert d2.findings and d2.findings[0].gotcha == "G1"
-
-
-def test_the_g1_readings_are_text_features_and_never_raise_on_odd_input() -> None:
-    for lines in ([], [""], ["\x00\xff" * 50], ["libcudart.so.12"] * 3):
-        f = text_features(lines, line_roles(lines))
-        assert {f["cuda_mismatch"], f["wrong_cuda"], f["kernel_gap"]} <= {0.0, 1.0}
 
 
 def test_a_fact_that_confirms_g1_passes_the_gate_and_a_healthy_one_does_not() -> None:

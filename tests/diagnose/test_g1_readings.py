@@ -2,7 +2,7 @@
 CV harness (benchmarks/diagnose_learn.py ``--g1``) weighs: a line showing a CUDA major-version mismatch (a CUDA 12
 library, tag, toolkit or torch.version.cuda; a CPU-only torch; a driver older than the runtime; "built for the wrong
 CUDA") vs a library that merely lacks an SM12x kernel (labelled none). Read on the verbatim excerpts of labelled reports.
-The gate itself did not ship (diagnose-learn-cv-v28.md; its patch holds the gate's own tests)."""
+The gate shipped in round 18ag (variant B, diagnose-learn-cv-v30.md; its tests: test_g1_gate.py)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_the_g1_readings_are_text_features_and_never_raise_on_odd_input() -> Non
         assert {f["cuda_mismatch"], f["wrong_cuda"], f["kernel_gap"]} <= {0.0, 1.0}
 
 
-# --- round 18ag: two more readings a G1 gate may pass on (diagnose-learn-cv-v30.md; weighed by nothing, gate unshipped)
+# --- round 18ag: two more readings a G1 gate may pass on (diagnose-learn-cv-v30.md; no_cuda_torch opens the gate)
 
 def test_a_tool_finding_no_accelerator_on_a_listed_gb10_is_a_no_cuda_torch() -> None:
     label, lines = _case("holdout2/heretic-13-gb10-no-accelerator-detected.yaml")  # nvidia-smi lists the GB10
