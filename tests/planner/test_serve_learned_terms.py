@@ -109,6 +109,10 @@ def test_the_cv_script_reproduces_the_recorded_rerun(capsys):
     """The re-run table in serve-learned-terms-v1.md section 5 is what the script prints on today's records (it once
     crashed on a plan note that read metadata the injected terms do not carry)."""
     records = yaml.safe_load(sa.LOGS.read_text())["records"]
+    # blind v23 (round 20ao) came after that re-run: its records (models outside the catalog) are not in the table
+    v23 = {"vllm-guardkit-nomic-embed-v15-gb10-u015", "vllm-guardkit-nomic-embed-v15-gb10-u015-fail",
+           "vllm-reranker-recipe-qwen3-reranker-0.6b-h100"}
+    records = [r for r in records if r["id"] not in v23]
     # that re-run saw the v22 pooling starts without flags.runner (round 20an added the field and the record key):
     # reproduce it on the records as they stood then; with the field the pooling rows move (serve-pooling.md)
     stripped = [{**r, "flags": {k: v for k, v in r["flags"].items() if k != "runner"}} if r.get("flags") else r

@@ -205,6 +205,9 @@ class KVInfo(_M):
     mla: bool = False
     # vLLM with pipeline parallel: each stage's worker (empty: one stage, or a model the stages are not sized for)
     stages: list[StageKV] = Field(default_factory=list)
+    # why the server has no KV cache at all (vLLM, an encoder-only pooling model: engines.yaml
+    # vllm.pooling.encoder_only); None: it has one (available_gib then says how large)
+    none: str | None = None
 
 
 class StartCheck(_M):
@@ -289,6 +292,13 @@ def vllm_pooling(spec: ServeSpec) -> str | None:
         return None
     conv = conv or c["default_convert"]
     return str(c["convert_aliases"].get(conv, conv))
+
+
+def vllm_encoder_only(shape: ServeShape) -> str | None:
+    """The vLLM family of an encoder-only pooling model (engines.yaml vllm.pooling.encoder_only, keyed by the config's
+    model_type: BERT, XLM-RoBERTa, ModernBERT, NomicBERT, GTE-new), else None. Such a model has no KV cache in vLLM
+    V1: its ENCODER_ONLY attention gives no KV spec, so EngineCore._initialize_kv_caches never profiles a pool."""
+    return engine_value("vllm", "pooling")["encoder_only"]["model_types"].get(shape.model_type or "")
 
 
 def vllm_pooling_flag_note(spec: ServeSpec) -> str | None:
@@ -1249,6 +1259,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kbe = engines_knowledge()
     fmt = weight_format(shape, spec)
     pooled = vllm_pooling(spec)
+    encoder = vllm_encoder_only(shape) if spec.engine == "vllm" else None
+    if encoder and not pooled:
+        # --runner auto pools an encoder-only model by itself (its registry class is a pooling model; the "Model"
+        # suffix is (pooling, embed), "ForSequenceClassification" (pooling, classify): config/model.py)
+        pooled = spec.convert or "embed"
     # a pooling adapter never builds the lm_head (engines.yaml vllm.pooling.drops_lm_head): an untied one is not loaded
     no_head = bool(pooled and shape.params_lm_head and engine_value("vllm", "pooling")["drops_lm_head"])
     wshape = replace(shape, params_total=shape.params_total - shape.params_lm_head, params_lm_head=0) if no_head else shape
@@ -1313,6 +1328,16 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     else:
         p = _gguf(shape, spec, machine, weights_gib, kvb)
 
+    kv_none = None
+    if encoder:
+        # no KV cache (engines.yaml vllm.pooling.encoder_only): no pool, no tokens; the server holds its weights, one
+        # forward's activations and its CUDA graphs; the share sizes nothing and only gates the start-up check
+        kv_none = (f"encoder-only model ({shape.model_type}, vLLM's {encoder} family): its attention keeps no KV cache, "
+                   "so vLLM profiles no pool and allocates none (EngineCore._initialize_kv_caches: has_kv_cache False)")
+        held = p.weights + sum(p.overheads.get(k, 0.0) for k in ("activation_peak", "non_torch", "cudagraph"))
+        p = replace(p, kv_available=None, tokens=None, footprint=held, uncertainties=[],
+                    notes=[*p.notes, "no KV cache (encoder-only): --gpu-memory-utilization sizes nothing here, it only "
+                           "gates the start-up free-memory check (and caps the server)"])
     d_layers = drafter_kv_layers(shape, hy, drafter)
     d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
     per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
@@ -1329,7 +1354,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             return hy.request_bytes(length)
         return request_kv_bytes(shape, length, kvb, tp) + (d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp) * length
 
-    req = _req(mml) / GIB if mml else None
+    req = _req(mml) / GIB if mml and not kv_none else None
     pool = p.kv_available
     conc = round(pool / req, 2) if (req and pool is not None and pool > 0) else (0.0 if req else None)
     fits_len = None if req is None or pool is None else pool >= req
@@ -1352,7 +1377,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 available_range_gib=rng, other_ranks_gib=p.kv_other_ranks,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
                 max_model_len_fitting=longest, sliding_layers=shape.sliding_layers, mla=bool(shape.mla_dim),
-                stages=p.stages)
+                stages=p.stages, none=kv_none)
 
     # one budget with preflight's G6/G3 (checks/pool_budget.py): the other planned jobs beside this
     # server's footprint, against what the pool can give now less the OS reserve
@@ -1444,7 +1469,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
         if kvb >= 2 and req:
             sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
-        if machine.unified and not vllm_extensible_kv_cache(spec):
+        if machine.unified and not vllm_extensible_kv_cache(spec) and not kv_none:
             notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
                          f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
                          f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")

@@ -52,8 +52,11 @@ def render_serve(res: ServePlanResult) -> str:
     kv = res.kv
     rows = [("weights (per GPU)", _g(res.weights_gib), res.model.weights_detail)]
     rows += [(k.replace("_", " "), _g(v) if k != "profiled_tokens" else f"{v:,.0f} tokens", "") for k, v in res.overheads.items()]
-    rows.append(("KV cache pool", _g(kv.available_gib), f"{kv.bytes_per_token:,.0f} bytes/token at {kv.dtype_bytes:g} B/elem"
-                 + (f", {kv.sliding_layers} sliding-window layers" if kv.sliding_layers else "") + (", MLA" if kv.mla else "")))
+    if kv.none:
+        rows.append(("KV cache pool", "none", kv.none))
+    else:
+        rows.append(("KV cache pool", _g(kv.available_gib), f"{kv.bytes_per_token:,.0f} bytes/token at {kv.dtype_bytes:g} B/elem"
+                     + (f", {kv.sliding_layers} sliding-window layers" if kv.sliding_layers else "") + (", MLA" if kv.mla else "")))
     if kv.available_range_gib is not None:
         low, high = kv.available_range_gib
         rows.append(("KV pool range", f"{low:,.2f} to {high:,.2f} GiB",
@@ -62,7 +65,8 @@ def render_serve(res: ServePlanResult) -> str:
     if kv.other_ranks_gib is not None:
         rows.append(("KV the other ranks print", _g(kv.other_ranks_gib),
                      "V0: only the driver samples; the pool is the smallest rank's, the driver's"))
-    rows.append(("KV tokens", "-" if kv.tokens is None else f"{kv.tokens:,}", "what the engine reports as its cache size"))
+    if not kv.none:
+        rows.append(("KV tokens", "-" if kv.tokens is None else f"{kv.tokens:,}", "what the engine reports as its cache size"))
     if kv.request_gib is not None:
         rows.append(("one request at full length", _g(kv.request_gib),
                      "-" if kv.max_concurrency is None else f"{kv.max_concurrency:g} such requests at once"))
