@@ -185,6 +185,9 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             if obs.get("start") and total:
                 rows.append({"id": rid, "what": "start check", "pred": "pass" if res.start.passes else "fail",
                              "obs": obs["start"], "ok": ("pass" if res.start.passes else "fail") == obs["start"], "note": ""})
+            if obs.get("kv_lines") == "none":  # an encoder-only start prints no KV line: the plan must say "none"
+                rows.append({"id": rid, "what": "no KV pool", "pred": res.kv.none is not None, "obs": True,
+                             "ok": res.kv.none is not None, "note": ""})
         if rec["engine"] == "trtllm":
             if "kv_gib" in obs:
                 rows.append(_num(rid, "KV GiB (end to end)", res.kv.available_gib, obs["kv_gib"]))
@@ -228,6 +231,11 @@ def _unpredicted(rec: dict, obs: dict) -> list[dict]:
     tokens = obs.get("tokens") or (obs["blocks"] * obs.get("block_size", 16) if obs.get("blocks") else None)
     if tokens:
         out.append(_num(rid, "KV tokens (end to end)", None, tokens))
+    if obs.get("start"):  # round 20ap: a start check the predictor could not take is a miss too
+        out.append({"id": rid, "what": "start check", "pred": None, "obs": obs["start"], "ok": False,
+                    "note": "not predicted"})
+    if obs.get("kv_lines") == "none":
+        out.append({"id": rid, "what": "no KV pool", "pred": None, "obs": True, "ok": False, "note": "not predicted"})
     return out
 
 

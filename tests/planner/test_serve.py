@@ -504,8 +504,13 @@ def test_the_logged_kv_memory_gives_the_logged_token_counts_and_every_start_chec
     given = [r for r in rows if r["what"] == "KV tokens given KV GiB"]
     assert len(given) >= 26
     assert {r["id"] for r in given if not r["ok"]} == known
-    starts = [r for r in rows if r["what"] == "start check"]
+    # since round 20ap the scorer also counts the start checks of records whose model does not resolve, as misses
+    # (pred None): those are listed here, every predicted one must hold
+    starts = [r for r in rows if r["what"] == "start check" and r["pred"] is not None]
     assert len(starts) >= 24 and all(r["ok"] for r in starts), [r for r in starts if not r["ok"]]
+    assert {r["id"] for r in rows if r["what"] == "start check" and r["pred"] is None} == {
+        "vllm-gemma4dev-gemma4-26b-a4b-qat-w4a16-l4-default-2k", "vllm-guardkit-nomic-embed-v15-gb10-u015",
+        "vllm-guardkit-nomic-embed-v15-gb10-u015-fail"}
 
 
 def test_readme_serve_examples_are_the_real_output():
@@ -1526,7 +1531,7 @@ def test_the_model_runner_is_the_one_each_recorded_log_names():
         pooled += (rec.get("flags") or {}).get("runner") == "pooling"
         pooled_v1 += (rec.get("flags") or {}).get("runner") == "pooling" and not v2
     assert seen[True] >= 5 and seen[False] >= 5
-    assert pooled == 8 and pooled_v1 == 8  # every pooling start names its runner, and the plan agrees
+    assert pooled == 9 and pooled_v1 == 9  # (9 since round 20ap: Qwen3-Reranker-0.6B resolves by name) every pooling start names its runner, and the plan agrees
 
 
 def test_model_runner_v2_profiles_its_own_sampler_not_flashinfers():

@@ -1264,6 +1264,21 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         # --runner auto pools an encoder-only model by itself (its registry class is a pooling model; the "Model"
         # suffix is (pooling, embed), "ForSequenceClassification" (pooling, classify): config/model.py)
         pooled = spec.convert or "embed"
+    st_note = None
+    if spec.engine == "vllm" and not pooled and not encoder and shape.pool_task:
+        # a decoder published for pooling (Qwen3-Reranker / -Embedding: *ForCausalLM): --runner auto pools it only when
+        # its repository has a Sentence Transformers modules.json (config/model.py _get_default_runner_type:
+        # get_pooling_config first), then converts it to embed (_get_default_convert_type: no pooling suffix matches)
+        if shape.st_modules:
+            pooled = spec.convert or "embed"
+        else:
+            st_note = (f"{shape.name} is published as a{'n embedding model' if shape.pool_task == 'embed' else ' reranker'}"
+                       " but " + ("its repository has no Sentence Transformers modules.json"
+                                  if shape.st_modules is False else
+                                  "whether its repository has a Sentence Transformers modules.json is not known here")
+                       + ": vLLM's --runner auto pools a *ForCausalLM only when it has one, so this plan is of a "
+                       "generation server (a KV cache sized as for chat); pass --runner pooling (and --convert "
+                       f"{'embed' if shape.pool_task == 'embed' else 'classify'}) to serve it for {shape.pool_task}")
     # a pooling adapter never builds the lm_head (engines.yaml vllm.pooling.drops_lm_head): an untied one is not loaded
     no_head = bool(pooled and shape.params_lm_head and engine_value("vllm", "pooling")["drops_lm_head"])
     wshape = replace(shape, params_total=shape.params_total - shape.params_lm_head, params_lm_head=0) if no_head else shape
@@ -1390,6 +1405,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     assert budget is not None and headroom is not None
     sugg: list[str] = []
     notes = list(p.notes)
+    if st_note:
+        notes.append(st_note)
     verdict: Verdict = "fits"
     bad = []
     # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)

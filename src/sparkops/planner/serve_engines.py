@@ -49,6 +49,10 @@ class ServeModelEntry(_M):
     config: dict[str, Any] = Field(default_factory=dict)
     vision: dict[str, Any] | None = None  # the checkpoint's vision_config (multimodal checkpoints vLLM loads whole)
     same_as: str | None = None  # a training-catalog id with the same shapes
+    # a pooling checkpoint (embedding model / reranker): what it is published for (embed / classify), and whether its
+    # repository has a Sentence Transformers modules.json (None: not known), which makes vLLM's --runner auto pool it
+    pool_task: str | None = None
+    st_modules: bool | None = None
 
 
 class EnginesFile(_M):

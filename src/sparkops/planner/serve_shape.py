@@ -79,6 +79,10 @@ class ServeShape:
     # the config's model_type ("" when not known: a GGUF file): which vLLM release runs it on Model Runner V2
     # (engines.yaml vllm.model_runner_v2_architectures)
     model_type: str = ""
+    # a pooling checkpoint from the serving catalog (engines.yaml models: pool_task, st_modules): what it is published
+    # for, and whether its repository has a Sentence Transformers modules.json (None: not known)
+    pool_task: str | None = None
+    st_modules: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,8 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
                 return v
         raise ServeInputError(f"{name}: config has no positive {' / '.join(keys)}")
 
+    if str(cfg.get("model_type") or "") in _ABSOLUTE_ENCODERS:
+        return shape_from_encoder_config(cfg, id=id, name=name, source=source)
     h = need("hidden_size")
     layers = need("num_hidden_layers")
     heads = need("num_attention_heads")
@@ -251,6 +257,44 @@ def shape_from_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -
         q_dim=int(heads) * int(hd), dense_mlp_layers=layers if both or not experts else dense_layers, moe_layers=moe_layers,
         full_kv_dim=int(cfg.get("num_global_key_value_heads") or kv) * int(cfg["global_head_dim"])
         if n_sliding and cfg.get("global_head_dim") else 0, params_lm_head=head, model_type=str(cfg.get("model_type") or ""))
+
+
+# encoder model_types whose vLLM class is bert.py's BertModel with learned absolute positions (BertEmbedding /
+# roberta.py RobertaEmbedding); ModernBERT, NomicBERT and GTE-new (rotary) are not counted here
+_ABSOLUTE_ENCODERS = ("bert", "roberta", "xlm-roberta")
+
+
+def shape_from_encoder_config(cfg: dict[str, Any], *, id: str, name: str, source: str) -> ServeShape:
+    """A BERT / RoBERTa / XLM-RoBERTa encoder as vLLM 0.27.1 builds it (model_executor/models/bert.py, roberta.py):
+    word, position and token-type embeddings (VocabParallelEmbedding each) and their LayerNorm; per layer a fused QKV
+    and an output projection with biases, a LayerNorm, the FFN's two biased Linears and a LayerNorm. The head is the
+    architecture's: *Model (BertEmbeddingModel / RobertaEmbeddingModel) builds none (pooling is MEAN/CLS without
+    weights); BertForSequenceClassification adds BertPooler (hidden x hidden) and a classifier (hidden x num_labels);
+    XLM-RoBERTa / RoBERTa ForSequenceClassification add RobertaClassificationHead (dense hidden x hidden, out_proj
+    hidden x num_labels). No lm_head. Every layer's attention is ENCODER_ONLY: no KV cache in vLLM (serve.py)."""
+    def need(key: str) -> int:
+        v = cfg.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+        raise ServeInputError(f"{name}: encoder config has no positive {key}")
+
+    h, layers, heads = need("hidden_size"), need("num_hidden_layers"), need("num_attention_heads")
+    inter, vocab, positions = need("intermediate_size"), need("vocab_size"), need("max_position_embeddings")
+    types = cfg.get("type_vocab_size")
+    types = types if isinstance(types, int) and not isinstance(types, bool) and types >= 0 else 2  # BertConfig default
+    labels = cfg.get("num_labels") or (len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else 2)
+    emb = (vocab + positions + types) * h
+    linear = layers * (4 * h * h + 2 * h * inter)
+    per_layer_rest = 4 * h + inter + h + 2 * 2 * h  # QKV + output biases, FFN biases, two LayerNorms
+    archs = cfg.get("architectures") or []
+    classify = any(str(a).endswith("ForSequenceClassification") for a in archs)
+    head = h * h + h + h * int(labels) + int(labels) if classify else 0
+    total = emb + 2 * h + linear + layers * per_layer_rest + head
+    return ServeShape(
+        id=id, name=name, source=source, layers=layers, attn_layers=layers, sliding_layers=0, sliding_window=None,
+        kv_heads=heads, head_dim=h // heads, hidden=h, intermediate=inter, experts=0, top_k=0, expert_intermediate=0,
+        vocab=vocab, params_total=total, params_embedding=emb, params_linear=linear, params_expert=0,
+        q_dim=h, dense_mlp_layers=layers, moe_layers=0, params_lm_head=0, model_type=str(cfg["model_type"]))
 
 
 def hybrid_layers(cfg: dict[str, Any], layers: int, name: str = "model") -> tuple[int, tuple[int, int, int, int, int] | None]:
@@ -389,6 +433,7 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
                 s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
                 ctx = e.config.get("max_position_embeddings")
                 return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
+                                     "pool_task": e.pool_task, "st_modules": e.st_modules,
                                      "params_vision": vision_params(e.vision) if e.vision else 0,
                                      "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
                                      else None,
