@@ -220,7 +220,8 @@ def _beside_job(text: str, machine, kb: Knowledge, hub=None):  # noqa: ANN001, A
     from sparkops.planner import serve
     from sparkops.planner.serve_engines import looks_like_command, spec_from_text
 
-    name = " ".join(text.split())[:60]
+    name = " ".join(text.split())
+    name = name if len(name) <= 100 else name[:99] + "…"  # a long launch line is cut visibly, never mid-flag silently
     w = parse_workload(text)
     if looks_like_command(text) or w.method == "inference" or any(c in ("vllm", "sglang", "ollama", "llama.cpp")
                                                                    for c in w.components):

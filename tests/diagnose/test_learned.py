@@ -61,7 +61,10 @@ KNOWN_CONFIDENT_HARD_NEGATIVES = {"holdout9/flashinfer-pr2839-spark-cuda129-comp
                                   "holdout14/nemoclaw-3251-spark-memory-probe-checks-available-not-total",
                                   # holdout17's blind score (G1 at 0.93 on a PyPI sgl-kernel built for sm_120a: a
                                   # library's missing SM12x kernel, `none` by the labelling rules); recorded, not tuned
-                                  "holdout17/meds-eic-ar-163-sglang-pypi-sgl-kernel-sm120a-no-kernel-image-on-12-1"}
+                                  "holdout17/meds-eic-ar-163-sglang-pypi-sgl-kernel-sm120a-no-kernel-image-on-12-1",
+                                  # topup13's blind score (round 18ai: G8 at 0.86 on a Jetson Thor thread about NVML
+                                  # memory "Not Supported"; a training top-up, not used as training data); recorded
+                                  "topup13/cosmos-reason1-61-thor-nvml-not-supported-quantize"}
 
 
 def test_the_weights_file_is_the_packaged_learned_model():

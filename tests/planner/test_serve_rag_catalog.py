@@ -135,3 +135,22 @@ def test_encoder_reader_refuses_a_missing_dimension(missing, bad) -> None:
            "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 32, missing: bad}
     with pytest.raises(ServeInputError):
         shape_from_encoder_config(cfg, id="x", name="x", source="t")
+
+
+def test_a_rag_stack_on_one_spark_counts_each_encoder_server_by_what_it_holds():
+    """A chat server beside an embedding and a reranker server (vLLM): the encoders hold their weights, one profile's
+    activations and their CUDA graphs (no KV pool: their share only gates the start-up check), and each beside line
+    keeps its whole launch line (it was once cut at 60 characters, mid-flag)."""
+    from sparkops import api
+
+    emb = "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05"
+    rr = "vllm serve BAAI/bge-reranker-v2-m3 --gpu-memory-utilization 0.05"
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-30B-A3B-FP8 --max-model-len 32768 --gpu-memory-utilization 0.6",
+                         target="dgx-spark", offline=True, beside=[emb, rr])
+    by_name = {b.name: b for b in res.beside}
+    assert set(by_name) == {emb, rr}
+    for line in (emb, rr):
+        alone = api.serve_plan(workload=line, target="dgx-spark", offline=True)
+        assert alone.kv.none and alone.kv.available_gib is None
+        assert by_name[line].gib == alone.footprint_gib < 0.05 * 121.69  # what it holds, not its share
+    assert res.footprint_gib + sum(b.gib for b in res.beside) < res.budget_gib
