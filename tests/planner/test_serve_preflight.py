@@ -98,3 +98,24 @@ def test_vllm_034_on_an_idle_discrete_gpu_is_tight_not_blocked():
     spark = _report(GB10_BUSY, LINE)
     budgets = [e.value for f in spark.findings if f.gotcha in ("G3", "G6") for e in f.evidence if e.fact == "pool budget"]
     assert budgets and all(b["os_reserve_gib"] > 0 for b in budgets)
+
+
+@pytest.mark.parametrize("model", ["BAAI/bge-m3", "deepseek-ai/DeepSeek-V3"])
+def test_a_launch_line_is_planned_whatever_its_model_name_looks_like(model):
+    """The workload reader found a model only by a size in its name (8b, 70b), so a launch line serving BAAI/bge-m3
+    or deepseek-ai/DeepSeek-V3 was never planned and G3 judged vLLM's DEFAULT share (0.92), not the line's (found in
+    session 13 on a recorded GB10 beside a running server). The engine's own flags name the model; the line's share
+    reaches G3's start-up check even where the model is unknown offline."""
+    line = f"vllm serve {model} --gpu-memory-utilization 0.2"
+    assert parse_workload(line).needs_planning
+    rep = _report(GB10_BUSY, line)
+    assert rep.workload.serve_share == 0.2 and rep.plan is not None
+    g3 = next(f for f in rep.findings if f.gotcha == "G3")
+    assert "--gpu-memory-utilization 0.2 " in g3.summary and "0.92" not in g3.summary + g3.detail
+
+
+def test_an_encoder_only_server_is_planned_without_a_kv_cache():
+    rep = _report("gb10_ngc_2509_healthy", "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05")
+    assert rep.plan is not None and rep.plan.error is None and rep.plan.verdict == "fits"
+    assert "KV cache none (encoder-only)" in (rep.plan.note or "")
+    assert rep.workload.estimated_peak_gb < 0.05 * 128  # what it holds, not its share

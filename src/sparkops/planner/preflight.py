@@ -86,7 +86,8 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
                "model": res.model.name,
                "run": f"{spec.engine} server, {spec.max_model_len or 'default'} tokens per request"
                       + (f", share {spec.gpu_memory_utilization}" if spec.gpu_memory_utilization else ""),
-               "note": f"peak = the server's footprint once started (plan --serve): KV cache "
-                       f"{kv.available_gib:.2f} GiB, start-up check "
+               "note": "peak = the server's footprint once started (plan --serve): KV cache "
+                       + ("none (encoder-only)" if kv.none or kv.available_gib is None else f"{kv.available_gib:.2f} GiB")
+                       + ", start-up check "
                        + ("passes" if res.start.passes else "fails" if res.start.passes is False else "not judged")}
     return workload.model_copy(update={"estimated_peak_gb": peak_gb}), summary
