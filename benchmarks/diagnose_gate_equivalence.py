@@ -31,7 +31,7 @@ from sparkops.diagnose.rules import load  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--g10", default="gate2", choices=("off", "gate", "gate2"))
-    ap.add_argument("--g1", default="gate2", choices=("off", "gate", "gate2", "gate3", "gate4"))
+    ap.add_argument("--g1", default="gate3", choices=("off", "gate", "gate2", "gate3", "gate4"))
     ap.add_argument("--json", type=Path, help="write every report's two answers here")
     args = ap.parse_args(argv)
     kb = load()

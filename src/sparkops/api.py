@@ -227,7 +227,9 @@ def _beside_job(text: str, machine, kb: Knowledge, hub=None):  # noqa: ANN001, A
                                                                    for c in w.components):
         spec = spec_from_text(text)
         res = serve.plan_serve(serve.resolve_shape(spec.model, gguf=_existing(spec.gguf_path), hub=hub), spec, machine)
-        return serve.BesideJob(name=name, gib=res.footprint_gib, how=f"{spec.engine} server footprint")
+        return serve.BesideJob(name=name, gib=res.footprint_gib, how=f"{spec.engine} server footprint",
+                               start_ask_gib=None if res.start.passes is None or serve.vllm_extensible_kv_cache(spec)
+                               else res.start.requested_gib)  # 0.34's extensible cache makes no start-up check
     arch, _ = planner.arch_for(w, hub=hub)
     run = planner.run_for(w)
     est = planner.estimate(arch, run)

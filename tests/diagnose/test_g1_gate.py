@@ -62,3 +62,13 @@ def test_every_gate_says_why_it_held_a_gotcha_back():
     from sparkops.diagnose.learned import GATE_WHY, GATES
 
     assert set(GATE_WHY) == set(GATES) and all(a and b for a, b in GATE_WHY.values())
+
+
+def test_a_second_finding_passes_its_own_gate():
+    """Found by the session-13 review: an OOM beside a "no kernel image" line answered G3 and, second, G1 at 0.34
+    with the cu130 reinstall fix, although the same kernel line alone is held back as a library gap."""
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    d = diagnose_text(text)
+    assert d.findings and d.findings[0].gotcha == "G3"
+    assert all(f.gotcha != "G1" for f in d.findings)

@@ -52,7 +52,7 @@ def test_a_pooling_start_loads_no_lm_head_and_its_kv_row_is_in_the_band(rec):
     else:  # what the lm_head held is KV now
         assert p.kv.available_gib - generate.kv.available_gib == pytest.approx(QWEN3_8B.params_lm_head * 2 / GIB, abs=0.02)
     assert p.overheads.get("sampler_gib", 0.0) == 0.0
-    assert any(n.startswith("pooling server (--runner pooling, embed adapter)") and "Model Runner V1" in n for n in p.notes)
+    assert any(n.startswith("pooling server (embed adapter)") and "Model Runner V1" in n for n in p.notes)
 
 
 def test_the_recorded_starts_log_model_runner_v1_and_the_plan_picks_it():

@@ -119,3 +119,11 @@ def test_an_encoder_only_server_is_planned_without_a_kv_cache():
     assert rep.plan is not None and rep.plan.error is None and rep.plan.verdict == "fits"
     assert "KV cache none (encoder-only)" in (rep.plan.note or "")
     assert rep.workload.estimated_peak_gb < 0.05 * 128  # what it holds, not its share
+
+
+def test_the_launch_lines_model_and_unread_flags_are_the_workloads():
+    """The review of session 13: preflight planned BAAI/bge-m3 from the line yet listed it as "ignored" and left the
+    workload's model empty. The engine's parser names the model and what it could not read."""
+    rep = _report("gb10_ngc_2509_healthy", "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05 --frobnicate 3")
+    assert rep.workload.model == "BAAI/bge-m3" and rep.plan.model == "BAAI/bge-m3"
+    assert rep.workload.unparsed == ["--frobnicate 3"]

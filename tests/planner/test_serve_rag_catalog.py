@@ -100,10 +100,11 @@ def test_a_known_modules_json_pools_a_decoder_under_runner_auto() -> None:
     shape = replace(serve.resolve_shape("Qwen/Qwen3-Reranker-0.6B"), pool_task="embed", st_modules=True)
     auto = serve.plan_serve(shape, ServeSpec(engine="vllm", model=shape.name), _spark())
     explicit = serve.plan_serve(shape, ServeSpec(engine="vllm", model=shape.name, runner="pooling"), _spark())
-    assert not any("modules.json" in n for n in auto.notes)
-    # the weights follow the decision (lm_head dropped: tied here, so equal); the profile's activation term still
-    # follows the launch line's --runner (not modelled for an auto-pooled decoder in this round)
-    assert auto.weights_gib == explicit.weights_gib
+    assert not any("is published as" in n for n in auto.notes)  # no "pass --runner pooling" warning
+    assert any("--runner auto serves" in n and "modules.json" in n for n in auto.notes)
+    # the decision, made once, is the one every step reads: weights and the profile's activations alike (the review
+    # of session 13 found the activations following the flags as written)
+    assert auto.weights_gib == explicit.weights_gib and auto.overheads == explicit.overheads
 
 
 _DIMS = st.integers(min_value=1, max_value=4096)
@@ -154,3 +155,75 @@ def test_a_rag_stack_on_one_spark_counts_each_encoder_server_by_what_it_holds():
         assert alone.kv.none and alone.kv.available_gib is None
         assert by_name[line].gib == alone.footprint_gib < 0.05 * 121.69  # what it holds, not its share
     assert res.footprint_gib + sum(b.gib for b in res.beside) < res.budget_gib
+
+
+# --- found by the session-13 review of the serving changes (each failed before its fix) ----------------------------
+
+def _plan(line: str, *beside: str):
+    from sparkops import api
+
+    return api.serve_plan(workload=line, target="dgx-spark", offline=True, beside=list(beside))
+
+
+def test_an_encoder_pooled_by_runner_auto_is_planned_as_with_the_flag():
+    """--runner auto pools an encoder-only model; the sampler and runner once read the flags alone, so the same server
+    without --runner pooling was charged logits over a 250,002-word vocabulary (1.43 vs 0.06 GiB of activations)."""
+    line = "vllm serve BAAI/bge-m3 --max-model-len 8192 --max-num-seqs 1024"
+    auto, flagged = _plan(line), _plan(line + " --runner pooling")
+    assert auto.overheads == flagged.overheads and auto.footprint_gib == flagged.footprint_gib
+    assert any("--runner auto serves BAAI/bge-m3 as a pooling model" in n for n in auto.notes)
+    assert not any("sized as for generation" in n for n in auto.notes + flagged.notes)  # no KV cache at all
+
+
+def test_an_encoder_split_into_pipeline_stages_has_no_stage_kv():
+    res = _plan("vllm serve BAAI/bge-m3 -pp 2 --gpu-memory-utilization 0.9")
+    assert res.kv.none and res.kv.stages == [] and res.kv.available_gib is None
+
+
+def test_an_encoder_refuses_a_context_beyond_its_position_table():
+    res = _plan("vllm serve BAAI/bge-m3 --max-model-len 32768 --gpu-memory-utilization 0.05")
+    assert res.verdict == "does-not-fit" and any("beyond the model's 8194 positions" in n for n in res.notes)
+    assert _plan("vllm serve BAAI/bge-m3 --max-model-len 8192 --gpu-memory-utilization 0.05").verdict == "fits"
+
+
+def test_a_removed_task_flag_names_the_runner_it_stands_for():
+    from sparkops.planner import serve
+    from sparkops.planner.serve_engines import spec_from_text
+
+    gen = spec_from_text("vllm serve Qwen/Qwen3-8B --task generate --engine-version 0.34.0")
+    emb = spec_from_text("vllm serve Qwen/Qwen3-8B --task embed --engine-version 0.34.0")
+    assert "use --runner generate" in serve.vllm_pooling_flag_note(gen)
+    assert "use --runner pooling / --convert embed" in serve.vllm_pooling_flag_note(emb)
+
+
+@pytest.mark.parametrize("text,runner", [
+    ("serve qwen3-8b with vllm 32k context, no embeddings", None),
+    ("serve qwen3-8b with vllm for a RAG chatbot (embeddings come from bge-m3)", None),
+    ("serve qwen3-8b with vllm to rerank search results", None),
+    ("serve qwen3-8b with vllm as an embedding server", "embed"),
+    ("serve qwen3-0.6b with vllm as a reranker", "classify"),
+])
+def test_free_text_asks_for_a_pooling_server_only_in_so_many_words(text, runner):
+    from sparkops.planner.serve_engines import spec_from_text
+
+    spec = spec_from_text(text)
+    assert (spec.convert if spec.runner == "pooling" else None) == runner
+
+
+def test_free_text_names_a_catalog_model_without_a_size():
+    from sparkops.planner.serve_engines import spec_from_text
+
+    assert spec_from_text("serve bge-m3 as an embedding server with vllm").model == "bge-m3"
+    assert spec_from_text("vllm with BAAI/bge-reranker-v2-m3 as a reranker").model == "BAAI/bge-reranker-v2-m3"
+    assert _plan("serve bge-m3 as an embedding server with vllm --gpu-memory-utilization 0.05").kv.none
+
+
+def test_a_server_beside_says_when_its_own_start_up_check_cannot_pass():
+    """bge-m3 at vLLM's default share asks 0.92 x 121.69 GiB free: on a Spark it is refused even before anything else
+    starts; at 0.3 it passes only if started before the chat server and the fine-tune."""
+    line = "vllm serve Qwen/Qwen3-8B --max-model-len 32768 --gpu-memory-utilization 0.5"
+    never = _plan(line, "vllm serve BAAI/bge-m3", "qlora llama-3.1-8b seq 4096")
+    assert never.verdict == "tight" and any("even before anything else starts" in n for n in never.notes)
+    first = _plan(line, "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.3", "qlora llama-3.1-8b seq 4096")
+    assert first.verdict == "fits" and any("start it first" in n for n in first.notes)
+    assert not any("start-up check asks" in n for n in _plan(line, "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05").notes)

@@ -186,7 +186,8 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
             extra = [f for f in out_ok[1:2] if f.confidence >= lm.second_at]
             return held([out_ok[0], *extra]), False, None, [], []
     if best != NONE and p_best >= lm.answer_at and gated is None:
-        extra = [f for f in out[1:2] if f.confidence >= lm.second_at]
+        # a second finding passes its own gate too (a "no kernel image" line beside an OOM is not a second G1)
+        extra = [f for f in out[1:2] if f.confidence >= lm.second_at and (f.gotcha not in GATES or gate_open(f.gotcha))]
         return held([out[0], *extra]), False, None, [], []
     names = ", ".join(f"{f.gotcha} (p = {f.confidence:.2f})" for f in out)
     if gated is not None:

@@ -61,12 +61,14 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
     from sparkops.core.units import GB, GIB
     from sparkops.planner import serve
     from sparkops.planner.serve_budget import machine_and_running
-    from sparkops.planner.serve_engines import spec_from_text, with_installed
+    from sparkops.planner.serve_engines import looks_like_command, spec_from_text, with_installed
 
     try:
         spec = spec_from_text(workload.text or str(workload.model or ""))
     except InputError as exc:
         return workload, {"error": str(exc)}
+    if looks_like_command(workload.text):  # the engine's own parser read the line: its model, and what it could not read
+        workload = workload.model_copy(update={"model": workload.model or spec.model, "unparsed": list(spec.ignored)})
     if spec.gpu_memory_utilization is not None:  # the share G3's start-up check judges, whether or not the plan runs
         workload = workload.model_copy(update={"serve_share": spec.gpu_memory_utilization})
     try:

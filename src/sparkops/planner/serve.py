@@ -226,6 +226,8 @@ class BesideJob(_M):
     name: str
     gib: float
     how: str
+    # a server's own start-up check: the free memory it asks for (vLLM: its share of the total; None: no such check)
+    start_ask_gib: float | None = None
 
 
 class ServePlanResult(_M):
@@ -310,8 +312,10 @@ def vllm_pooling_flag_note(spec: ServeSpec) -> str | None:
     row = next(r for r in engine_value("vllm", "pooling")["flags_by_release"] if _ge(v, r["since"]))
     where = f"vLLM {spec.engine_version}" if spec.engine_version else "the modelled vLLM"
     if spec.task and not row["task"]:
-        return (f"--task is not a flag of {where} (removed in 0.13.0): use --runner pooling / --convert "
-                f"{vllm_pooling(spec) or 'embed'}; the plan reads it as that")
+        pooled = vllm_pooling(spec)
+        use = (f"--runner pooling / --convert {pooled}" if pooled else
+               f"--runner {'draft' if spec.task == 'draft' else 'generate'}")
+        return f"--task is not a flag of {where} (removed in 0.13.0): use {use}; the plan reads it as that"
     if (spec.runner or spec.convert) and not row["runner"]:
         return f"--runner / --convert are not flags of {where} (before 0.11 it is --task embed|classify)"
     if spec.convert and spec.convert not in ("none", *row["converts"]):
@@ -899,12 +903,10 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     pooled = vllm_pooling(spec)
     if pooled:
         runner = "V2" if vllm_model_runner_v2(shape, spec) else "V1"
-        notes.append(f"pooling server (--runner pooling, {pooled} adapter): no lm_head, no sampler in the profile run; "
-                     f"the KV pool is sized as for generation (gpu_worker.py determine_available_memory); "
+        kv_how = ("no KV cache (encoder-only attention)" if vllm_encoder_only(shape) else
+                  "the KV pool is sized as for generation (gpu_worker.py determine_available_memory)")
+        notes.append(f"pooling server ({pooled} adapter): no lm_head, no sampler in the profile run; {kv_how}; "
                      f"Model Runner {runner} (before 0.29 the default V2 runner is for generate launches only)")
-    flag_note = vllm_pooling_flag_note(spec)
-    if flag_note:
-        notes.append(flag_note)
     kv_other = None
     ext_free, ext_persistent = None, 0.0
     if extensible:
@@ -1279,6 +1281,16 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                        + ": vLLM's --runner auto pools a *ForCausalLM only when it has one, so this plan is of a "
                        "generation server (a KV cache sized as for chat); pass --runner pooling (and --convert "
                        f"{'embed' if shape.pool_task == 'embed' else 'classify'}) to serve it for {shape.pool_task}")
+    typed = spec  # the flags as written: what vllm_pooling_flag_note judges
+    auto_note = None
+    if pooled and not vllm_pooling(spec):
+        # --runner auto chose pooling (an encoder-only model, or a checkpoint with a modules.json): every later step
+        # (the sampler, the runner, the profile) reads the same decision from the spec, not the flags as written
+        spec = spec.model_copy(update={"runner": "pooling", "convert": pooled})
+        auto_note = (f"vLLM's --runner auto serves {shape.name} as a pooling model ({pooled}): "
+                     + ("an encoder-only architecture is a pooling model in vLLM's registry" if encoder else
+                        "its repository has a Sentence Transformers modules.json") + " (config/model.py "
+                     "_get_default_runner_type)")
     # a pooling adapter never builds the lm_head (engines.yaml vllm.pooling.drops_lm_head): an untied one is not loaded
     no_head = bool(pooled and shape.params_lm_head and engine_value("vllm", "pooling")["drops_lm_head"])
     wshape = replace(shape, params_total=shape.params_total - shape.params_lm_head, params_lm_head=0) if no_head else shape
@@ -1331,7 +1343,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     hy = tm.layout if tm is not None else None
     if tm is not None:
         stage_w = None
-        if tm.stage_layers:
+        if tm.stage_layers and not encoder:  # an encoder-only model has no KV pool for its stages to split
             stage_w = [weights_gib + d for d in vllm_stage_weight_shifts(wshape, fmt, base_bytes, tm.stage_layers,
                                                                           max(1, spec.tensor_parallel),
                                                                           lm_head=not pooled)]
@@ -1350,9 +1362,12 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         kv_none = (f"encoder-only model ({shape.model_type}, vLLM's {encoder} family): its attention keeps no KV cache, "
                    "so vLLM profiles no pool and allocates none (EngineCore._initialize_kv_caches: has_kv_cache False)")
         held = p.weights + sum(p.overheads.get(k, 0.0) for k in ("activation_peak", "non_torch", "cudagraph"))
-        p = replace(p, kv_available=None, tokens=None, footprint=held, uncertainties=[],
+        p = replace(p, kv_available=None, tokens=None, footprint=held, uncertainties=[], stages=[],
                     notes=[*p.notes, "no KV cache (encoder-only): --gpu-memory-utilization sizes nothing here, it only "
-                           "gates the start-up free-memory check (and caps the server)"])
+                           "gates the start-up free-memory check (and caps the server)",
+                           f"profiled tokens: {p.overheads.get('profiled_tokens', 0):,.0f} as for a decoder; vLLM turns "
+                           "chunked prefill off for encoder-only (MEAN/CLS) pooling, so its profile batch may be larger: "
+                           "not modelled (engines.yaml vllm.pooling)"])
     d_layers = drafter_kv_layers(shape, hy, drafter)
     d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
     per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
@@ -1407,6 +1422,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     notes = list(p.notes)
     if st_note:
         notes.append(st_note)
+    if auto_note:
+        notes.append(auto_note)
+    flag_note = vllm_pooling_flag_note(typed) if spec.engine == "vllm" else None
+    if flag_note:
+        notes.append(flag_note)
     verdict: Verdict = "fits"
     bad = []
     # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)
@@ -1422,6 +1442,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                      f"ranged {float(engine_value('vllm', 'unified_non_torch_observed_gib')['min']):g}-"
                      f"{float(engine_value('vllm', 'unified_non_torch_observed_gib')['max']):g} GiB) leaves "
                      f"{pool:.2f} GiB; pin the pool with --kv-cache-memory, or raise the share")
+    elif kv_none and spec.max_model_len and shape.context_train and spec.max_model_len > shape.context_train:
+        # learned absolute positions: vLLM's config check refuses a longer max_model_len (and the position table has
+        # no row past it)
+        bad.append(f"--max-model-len {spec.max_model_len} is beyond the model's {shape.context_train} positions "
+                   "(max_position_embeddings): vLLM refuses it")
     elif pool is not None and pool <= 0:
         bad.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
     elif fits_len is False:
@@ -1437,12 +1462,27 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, the free memory its "
                      f"check reads ({seen - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
                      "start-up check asks for")
+    beside_refused = False
+    if seen is not None:
+        for b in beside:  # a server beside this one has its own start-up check, read once the rest holds its memory
+            rest = footprint + sum(o.gib for o in beside if o is not b)
+            if b.start_ask_gib is None or seen - rest >= b.start_ask_gib:
+                continue
+            if seen < b.start_ask_gib:  # refused even as the first job started
+                beside_refused = True
+                notes.append(f"{b.name}: its start-up check asks {b.start_ask_gib:.2f} GiB free and only {seen:.2f} GiB "
+                             "is free even before anything else starts: give it a smaller share")
+            else:
+                notes.append(f"{b.name}: its start-up check asks {b.start_ask_gib:.2f} GiB free; once this server and "
+                             f"the other jobs hold {rest:.2f} GiB, {max(0.0, seen - rest):.2f} GiB is: start it first, "
+                             "or give it a share it can get then")
     if bad:
         verdict = "does-not-fit"
     elif p.start.passes is False and p.start.passes_after_flush:
         verdict = "tight"
         notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
-    elif by_fit_alone or pb.code != "ok" or (spec.concurrency and conc is not None and conc < spec.concurrency):
+    elif by_fit_alone or beside_refused or pb.code != "ok" or (spec.concurrency and conc is not None
+                                                                and conc < spec.concurrency):
         verdict = "tight"
     if spec.concurrency and conc is not None and conc < spec.concurrency:
         notes.append(f"{spec.concurrency} requests of {mml} tokens were asked for; the pool holds {conc:g}")

@@ -504,8 +504,22 @@ def candidate_names(model: str) -> list[str]:
     return [n for n in out if not (n in seen or seen.add(n))]
 
 
-# free text that asks for a pooling server ("embedding server", "embeddings", "a reranker")
-POOLING_WORDS = re.compile(r"\b(embeddings?|embedder|encoder server|rerank(?:er|ing)?)\b")
+# free text that asks for a pooling server: "as an embedding server", "an embeddings endpoint", "a reranker service"
+# (not any mention: "no embeddings", "embeddings come from bge-m3", "to rerank results" describe a chat server)
+POOLING_WORDS = re.compile(r"\b(embeddings?|embedder|encoder|rerank(?:er|ing)?)[ -](server|endpoint|service|model)\b|"
+                           r"\bas an? (embedder|reranker)\b|^\W*an? (embedding|embeddings|reranker)\b|"
+                           r"\bserv(?:e|ing) \S+ (embeddings)\b")
+
+
+def catalog_model_in_text(text: str) -> str | None:
+    """The first word of free text that is a serving-catalog model's id, name, Hugging Face id or alias
+    (engines.yaml models), as written: the workload reader finds a model only by a size in its name (8b, 70b), and
+    embedding / reranker names carry none (bge-m3, BAAI/bge-reranker-v2-m3)."""
+    names = {n.lower() for e in engines_knowledge().models for n in (e.id, e.name, *e.hf_ids, *e.aliases)}
+    for word in re.findall(r"[\w./:-]+", text):
+        if word.strip(".,:;").lower() in names:
+            return word.strip(".,:;")
+    return None
 
 
 def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
@@ -532,20 +546,21 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
                 ctx = val
                 break
     quant = {"nvfp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "int8": "int8", "int4": "awq"}.get(w.precision or "")
-    kw: dict[str, Any] = {"engine": eng, "model": w.model, "tensor_parallel": w.tensor_parallel or 1,
+    model = w.model or catalog_model_in_text(text)  # a serving-catalog name without a size in it (bge-m3)
+    kw: dict[str, Any] = {"engine": eng, "model": model, "tensor_parallel": w.tensor_parallel or 1,
                           "concurrency": users or w.batch_size, "quantization": quant}
     if eng == "vllm":
         pooled = POOLING_WORDS.search(low)
         if pooled:  # "an embedding server", "a reranker": vLLM's --runner pooling (a reranker: --convert classify)
             kw["runner"] = "pooling"
-            kw["convert"] = "classify" if pooled.group(1).startswith("rerank") else "embed"
+            kw["convert"] = "classify" if "rerank" in pooled.group(0) else "embed"
     if eng in ("vllm", "sglang", "trtllm"):
         kw["max_model_len"] = ctx or w.seq_len
     else:
         kw["ctx_size"] = ctx or w.seq_len
         if users:
             kw["parallel"] = users
-    if w.model is None:
+    if model is None:
         # a size alone ("70b") is not a model to serve: the shape decides the KV cache
         raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "
                               "or a GGUF file with --gguf)")
