@@ -227,3 +227,10 @@ def test_a_server_beside_says_when_its_own_start_up_check_cannot_pass():
     first = _plan(line, "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.3", "qlora llama-3.1-8b seq 4096")
     assert first.verdict == "fits" and any("start it first" in n for n in first.notes)
     assert not any("start-up check asks" in n for n in _plan(line, "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05").notes)
+
+
+def test_a_cross_encoder_reranker_is_pooled_as_a_classifier_under_runner_auto():
+    # XLMRobertaForSequenceClassification: _SUFFIX_TO_DEFAULTS gives (pooling, classify); the catalog's pool_task says so
+    res = _plan("vllm serve BAAI/bge-reranker-v2-m3 --gpu-memory-utilization 0.05")
+    assert any(n.startswith("pooling server (classify adapter)") for n in res.notes)
+    assert _plan("vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05").notes[0].startswith("pooling server (embed")

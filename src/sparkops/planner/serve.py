@@ -1264,8 +1264,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     encoder = vllm_encoder_only(shape) if spec.engine == "vllm" else None
     if encoder and not pooled:
         # --runner auto pools an encoder-only model by itself (its registry class is a pooling model; the "Model"
-        # suffix is (pooling, embed), "ForSequenceClassification" (pooling, classify): config/model.py)
-        pooled = spec.convert or "embed"
+        # suffix is (pooling, embed), "ForSequenceClassification" (pooling, classify): config/model.py; a catalog
+        # entry's pool_task says which its architecture is)
+        pooled = spec.convert or shape.pool_task or "embed"
     st_note = None
     if spec.engine == "vllm" and not pooled and not encoder and shape.pool_task:
         # a decoder published for pooling (Qwen3-Reranker / -Embedding: *ForCausalLM): --runner auto pools it only when
