@@ -127,3 +127,12 @@ def test_the_launch_lines_model_and_unread_flags_are_the_workloads():
     rep = _report("gb10_ngc_2509_healthy", "vllm serve BAAI/bge-m3 --gpu-memory-utilization 0.05 --frobnicate 3")
     assert rep.workload.model == "BAAI/bge-m3" and rep.plan.model == "BAAI/bge-m3"
     assert rep.workload.unparsed == ["--frobnicate 3"]
+
+
+def test_free_text_naming_a_catalog_server_model_without_a_size_is_planned():
+    rep = _report("gb10_ngc_2509_healthy", "serve bge-m3 as an embedding server with vllm")
+    assert rep.plan is not None and rep.plan.error is None and rep.plan.model == "BAAI/bge-m3"
+    assert not rep.checks["G3"].startswith("unknown")
+    unnamed = _report("gb10_ngc_2509_healthy", "inference with vllm")  # no model: the planner says so, G3 untested
+    assert unnamed.plan is not None and "name the model to serve" in unnamed.plan.error
+    assert unnamed.checks["G3"].startswith("unknown")

@@ -56,11 +56,12 @@ class Workload(BaseModel):
     @property
     def needs_planning(self) -> bool:
         """A fine-tune or a server with a model or a size and no peak yet: the memory planner (a fine-tune's peak)
-        or ``plan --serve`` (a server's footprint) can size it for G3. A server's launch line names its model in the
-        engine's own flags, whatever the name looks like (BAAI/bge-m3, deepseek-ai/DeepSeek-V3): the serving planner
-        reads it there, and its share reaches G3's start-up check even when the model is unknown."""
+        or ``plan --serve`` (a server's footprint) can size it for G3. A server is always handed to the serving
+        planner: a launch line names its model in the engine's own flags and free text may name a catalog model, whatever
+        the name looks like (BAAI/bge-m3, deepseek-ai/DeepSeek-V3), and where no model is named the planner says so (G3
+        then reports that reason); the line's share reaches G3's start-up check even when the model is unknown."""
         return (self.estimated_peak_gb is None and self.method in ("full", "lora", "qlora", "inference")
-                and bool(self.model or self.params_b or (self.method == "inference" and engine_in_text(self.text))))
+                and bool(self.model or self.params_b or (self.method == "inference" and self.text.strip())))
 
 
 _NUM = r"(\d+(?:\.\d+)?)"
