@@ -173,8 +173,12 @@ def _learned(res, inp: InputText, kb: SymptomKnowledge, finding):
     # 18ac/18ag, diagnose-learn-cv-v28.md / v30.md), which a machine fact (--facts / --live) confirming G1 also opens
     g1_fact = "G1" in by_gotcha and any(fe.effect == "confirms" for fe in by_gotcha["G1"].facts)
 
+    opened: dict[str, bool] = {}  # each gate's readings are read at most once per report
+
     def gate_open(g: str) -> bool:
-        return (g == "G1" and g1_fact) or gate_holds(g, inp.lines, res.roles)
+        if g not in opened:
+            opened[g] = (g == "G1" and g1_fact) or gate_holds(g, inp.lines, res.roles)
+        return opened[g]
 
     gated = None
     if best in GATES and p_best >= lm.answer_at and not gate_open(best):
