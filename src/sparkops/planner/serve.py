@@ -1438,10 +1438,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     kv_short = pool is not None and (pool <= 0 or fits_len is False)
     by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
     if by_fit_alone:
+        seen_gb10 = engine_value("vllm", "unified_non_torch_observed_gib")
         notes.append(f"may start with little or no KV cache: vLLM's own accounting leaves {pool + fitted:.2f} GiB of "
                      f"KV; the fitted {fitted:g} GiB unified-memory charge (the median of public GB10 starts, which "
-                     f"ranged {float(engine_value('vllm', 'unified_non_torch_observed_gib')['min']):g}-"
-                     f"{float(engine_value('vllm', 'unified_non_torch_observed_gib')['max']):g} GiB) leaves "
+                     f"ranged {float(seen_gb10['min']):g}-{float(seen_gb10['max']):g} GiB) leaves "
                      f"{pool:.2f} GiB; pin the pool with --kv-cache-memory, or raise the share")
     elif kv_none and spec.max_model_len and shape.context_train and spec.max_model_len > shape.context_train:
         # learned absolute positions: vLLM's config check refuses a longer max_model_len (and the position table has
