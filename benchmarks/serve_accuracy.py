@@ -86,6 +86,13 @@ def machine_of(rec: dict) -> serve.Machine:
                          unified=bool(re.search(r"GB10|DGX Spark|GX10", rec.get("gpu", ""))), gpu_name=rec.get("gpu", ""))
 
 
+def kv_mib_unbounded(rec: dict) -> float:
+    """The plan's KV cache in MiB for a record on a machine too large to bind (1000 GiB total and free): what the
+    engine's own cell / token arithmetic gives, whatever the log's GPU (llama.cpp's -c cells, q8_0 bytes, slots)."""
+    m = serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0, gpu_name=rec.get("gpu", ""))
+    return serve.plan_serve(serve.resolve_shape(rec["model"]), spec_of(rec), m).kv.available_gib * 1024
+
+
 def plan_of(rec: dict, **update) -> serve.ServePlanResult:
     """A record predicted from its model name, flags and GPU alone, as the scorer predicts it; ``update`` changes the
     spec (a test's what-if)."""

@@ -25,17 +25,12 @@ import serve_accuracy as sa  # noqa: E402
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
 
 
-def _kv_mib(rec: dict) -> float:
-    m = serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m).kv.available_gib * 1024
-
-
 def test_ollama_0_11_engine_keeps_4096_plus_batch_cells_on_gpt_oss_sliding_layers():
     """Log (Ollama 0.11.10, --ollama-engine, KvSize 8192, BatchSize 512): 'memory.required.kv=450.0 MiB' and
     'kv cache device=ROCm0 size=450.0 MiB' = 18 full layers x 8192 cells + 18 sliding layers x (4096 + 512) cells, at
     8 KV heads x 64 x 2 (K, V) x 2 bytes = 2 KiB a cell and layer. llama.cpp's window + ubatch (768 cells) gave 315."""
     rec = RECORDS["ollama-rocm4909-gpt-oss-120b-gfx1151-ctx8192"]
-    assert _kv_mib(rec) == pytest.approx(rec["observed"]["kv_mib"], rel=0.005)
+    assert sa.kv_mib_unbounded(rec) == pytest.approx(rec["observed"]["kv_mib"], rel=0.005)
     shape = serve.resolve_shape(rec["model"])
     assert serve.ollama_swa_memory(shape, sa.spec_of(rec)) == (4096, 512)
 
@@ -45,7 +40,7 @@ def test_ollama_on_llama_server_keeps_the_window_again():
     llama.cpp's window-plus-ubatch cache, 9306 MiB in the log; the 4096 rule would add 18 x 2 x 3584 cells there."""
     rec = RECORDS["ollama-16416-gpt-oss-120b-8060s-parallel2"]
     assert serve.ollama_swa_memory(serve.resolve_shape(rec["model"]), sa.spec_of(rec)) is None
-    assert _kv_mib(rec) == pytest.approx(rec["observed"]["kv_mib"], rel=0.01)
+    assert sa.kv_mib_unbounded(rec) == pytest.approx(rec["observed"]["kv_mib"], rel=0.01)
 
 
 def test_ollama_engine_rule_is_gpt_oss_only_and_yields_to_a_short_context():

@@ -23,12 +23,6 @@ import serve_accuracy as sa  # noqa: E402
 RECORDS = {r["id"]: r for r in yaml.safe_load(sa.LOGS.read_text())["records"]}
 
 
-def _kv_mib(rid: str) -> float:
-    rec = RECORDS[rid]
-    m = serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), sa.spec_of(rec), m).kv.available_gib * 1024
-
-
 def test_every_llamacpp_and_ollama_kv_row_holds_and_the_one_weights_miss_is_named():
     rows, _ = sa.evaluate(list(RECORDS.values()))
     kv = [r for r in rows if r["what"] == "KV MiB (end to end)"]
@@ -53,8 +47,8 @@ def test_four_llamacpp_slots_split_the_8192_cells_they_do_not_multiply_them():
     four = RECORDS["llamacpp-kvcalc-llama3-8b-q4km-m5-8k-np4"]
     assert sa.spec_of(four).parallel == 4
     assert 4 * 2048 * 32 * 8 * 128 * 2 * 2 / MIB == four["observed"]["kv_mib"] == one["observed"]["kv_mib"] == 1024.0
-    assert _kv_mib(four["id"]) == pytest.approx(1024.0, rel=0.001)
-    assert _kv_mib(one["id"]) == pytest.approx(1024.0, rel=0.001)
+    assert sa.kv_mib_unbounded(four) == pytest.approx(1024.0, rel=0.001)
+    assert sa.kv_mib_unbounded(one) == pytest.approx(1024.0, rel=0.001)
 
 
 @pytest.mark.parametrize("rid,cells,layers,heads,head_dim", [
@@ -67,7 +61,7 @@ def test_q8_0_kv_costs_34_bytes_per_32_values(rid, cells, layers, heads, head_di
     logged = rec["observed"]["kv_mib"]
     assert cells * layers * heads * head_dim * 2 * 34 / 32 / MIB == pytest.approx(logged, abs=0.01)
     # f16 would be 1/1.0625 of it (6 % under): the plan prices the block scale
-    assert _kv_mib(rid) == pytest.approx(logged, rel=0.001)
+    assert sa.kv_mib_unbounded(RECORDS[rid]) == pytest.approx(logged, rel=0.001)
 
 
 def test_a_hybrid_model_caches_only_its_attention_layers_per_slot():
@@ -78,7 +72,7 @@ def test_a_hybrid_model_caches_only_its_attention_layers_per_slot():
     spec = sa.spec_of(rec)
     assert (spec.parallel, spec.ctx_size) == (2, 172032)
     assert 2 * 86016 * 16 * 4 * 256 * 2 * 34 / 32 / MIB == rec["observed"]["kv_mib"] == 5712.0
-    assert _kv_mib(rec["id"]) == pytest.approx(5712.0, rel=0.001)
+    assert sa.kv_mib_unbounded(rec) == pytest.approx(5712.0, rel=0.001)
 
 
 def test_sglang_k_size_at_the_default_share_is_the_tokens_times_the_k_bytes():
