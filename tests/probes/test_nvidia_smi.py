@@ -302,6 +302,13 @@ def test_junk_rows_are_not_devices():
     assert smi.devices_from_rows(rows) == []
 
 
+def test_a_junk_line_read_as_a_header_makes_no_device():
+    """Found by CI (1 run in ~300 of the /dev/urandom fake nvidia-smi): a random line such as ``junk_line`` passes as a
+    csv header, and the lines after it became GPUs with no name and no bus id."""
+    rows = smi.parse_query_csv("junk_line\n12\nzz\n", list(smi.QUERY_FIELDS))
+    assert rows and smi.devices_from_rows(rows) == []
+
+
 def test_messages():
     nodriver = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
                 "Make sure that the latest NVIDIA driver is installed and running.\n")

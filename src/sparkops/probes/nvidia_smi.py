@@ -209,8 +209,31 @@ def _printable(s: str) -> bool:
     return bool(s) and s.isprintable() and "\ufffd" not in s
 
 
+# the --query-gpu fields a device row is read from, beyond index / name / pci.bus_id: (field, GpuDevice attribute, reader)
+_READERS: tuple[tuple[str, str, Callable[[str], object]], ...] = (
+    ("compute_cap", "capability", capability),
+    ("memory.total", "memory_total_bytes", mib_bytes),
+    ("memory.used", "memory_used_bytes", mib_bytes),
+    ("memory.free", "memory_free_bytes", mib_bytes),
+    ("power.draw", "power_draw_w", number),
+    ("power.limit", "power_limit_w", number),
+    ("temperature.gpu", "temperature_c", number),
+    ("clocks.gr", "sm_clock_mhz", number),  # GB10 captures query graphics; SM wins when both
+    ("clocks.sm", "sm_clock_mhz", number),
+    ("clocks.max.gr", "sm_clock_max_mhz", number),
+    ("clocks.max.sm", "sm_clock_max_mhz", number),
+    ("utilization.gpu", "utilization_pct", number),
+    ("pstate", "pstate", classify),
+    ("clocks_event_reasons.active", "clock_event_reasons", bitmask),
+)
+_DEVICE_FIELDS = frozenset({"index", "name", "pci.bus_id", *(key for key, _, _ in _READERS)})
+
+
 def device_from_row(row: Mapping[str, str], position: int) -> GpuDevice | None:
-    """One ``--query-gpu`` row as a device; None for a row that is not a GPU (junk)."""
+    """One ``--query-gpu`` row as a device; None for a row that is not a GPU (junk). A row must carry at least one
+    field this reader knows: a junk line read as a csv header leaves rows of none (which were once GPUs with no name)."""
+    if not _DEVICE_FIELDS.intersection(row):
+        return None
     index = position
     if "index" in row:
         if not _ascii_int(row["index"].strip()):
@@ -224,23 +247,7 @@ def device_from_row(row: Mapping[str, str], position: int) -> GpuDevice | None:
         return None
     values: dict[str, object] = {"index": index, "name": name if isinstance(name, str) else "",
                                  "pci_bus_id": bus if isinstance(bus, str) else ""}
-    readers: tuple[tuple[str, str, Callable[[str], object]], ...] = (
-        ("compute_cap", "capability", capability),
-        ("memory.total", "memory_total_bytes", mib_bytes),
-        ("memory.used", "memory_used_bytes", mib_bytes),
-        ("memory.free", "memory_free_bytes", mib_bytes),
-        ("power.draw", "power_draw_w", number),
-        ("power.limit", "power_limit_w", number),
-        ("temperature.gpu", "temperature_c", number),
-        ("clocks.gr", "sm_clock_mhz", number),  # GB10 captures query graphics; SM wins when both
-        ("clocks.sm", "sm_clock_mhz", number),
-        ("clocks.max.gr", "sm_clock_max_mhz", number),
-        ("clocks.max.sm", "sm_clock_max_mhz", number),
-        ("utilization.gpu", "utilization_pct", number),
-        ("pstate", "pstate", classify),
-        ("clocks_event_reasons.active", "clock_event_reasons", bitmask),
-    )
-    for key, attr, read in readers:
+    for key, attr, read in _READERS:
         if key in row:
             values[attr] = read(row[key])
     return GpuDevice(**values)  # type: ignore[arg-type]
