@@ -564,6 +564,16 @@ def vllm_overheads(shape: ServeShape, spec: ServeSpec, total_gib: float, tp: int
     return out
 
 
+def vllm_non_kv_gib(ov: dict[str, float], weights_gib: float, graphs_gib: float,
+                    activation_gib: float | None = None) -> float:
+    """Everything a rank's profiled budget holds beside the KV pool (GiB): its weights, its activation peak (the
+    profile's, unless ``activation_gib`` names another: a stage or rank that does not sample), the non-torch memory,
+    the CUDA graphs the caller counts, and any fitted term that holds (engines.yaml vllm.fitted_non_kv). The one sum
+    the pool, the pipeline stages, V0's other ranks and the share suggestions all subtract."""
+    act = ov["activation_peak"] if activation_gib is None else activation_gib
+    return weights_gib + act + ov["non_torch"] + graphs_gib + ov.get("fitted_non_kv", 0.0)
+
+
 def vllm_fitted_term_conditions(spec: ServeSpec, unified: bool) -> dict[str, bool]:
     """Where each fitted non-KV term of vLLM's profiled budget applies (engines.yaml vllm.fitted_non_kv;
     benchmarks/results/serve-learned-terms-v1.md): ``unified_non_torch`` on unified memory, ``cold_compile`` where
@@ -849,8 +859,7 @@ def vllm_pp_stages(shape: ServeShape, spec: ServeSpec, requested: float, stage_w
         if spec.kv_cache_memory_bytes:
             kv = spec.kv_cache_memory_bytes / GIB
         else:
-            kv = requested - stage_weights[i] - act - ov["non_torch"] - (graphs if graphs_counted else 0.0) \
-                - ov.get("fitted_non_kv", 0.0)
+            kv = requested - vllm_non_kv_gib(ov, stage_weights[i], graphs if graphs_counted else 0.0, act)
         rows.append((i, layers, stage_weights[i], act, graphs, kv, tm.stage_blocks(kv, i)))
     least = min(r[6] for r in rows)
     lim = next(r[0] for r in rows if r[6] == least)
@@ -926,13 +935,12 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         notes.append("--kv-cache-memory sets the KV pool directly: no profiled budget")
     else:
         graphs = ov["cudagraph"] if graphs_in_budget(spec, shape) else 0.0
-        kv_avail = requested - weights_gib - ov["activation_peak"] - ov["non_torch"] - graphs - ov.get("fitted_non_kv", 0.0)
+        kv_avail = requested - vllm_non_kv_gib(ov, weights_gib, graphs)
         if _version(spec) == OLD_ENGINE and tp * spec.pipeline_parallel > 1:
             # V0 (worker/model_runner.py: "Only perform sampling in the driver worker"): the other ranks profile
             # the forward pass alone and print a larger KV figure; the executor keeps the smallest rank's block
             # count (min over workers), the driver's
-            other = round(requested - weights_gib - ov["forward_gib"] - ov["non_torch"] - graphs
-                          - ov.get("fitted_non_kv", 0.0), 2)
+            other = round(requested - vllm_non_kv_gib(ov, weights_gib, graphs, ov["forward_gib"]), 2)
             if other != round(kv_avail, 2):
                 kv_other = other
                 notes.append(f"V0: only the driver worker samples; the other ranks profile {other:.2f} GiB of KV, "
@@ -1490,8 +1498,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if spec.engine == "vllm":
         util = spec.gpu_memory_utilization or vllm_default_share(spec.engine_version,
                                                                  extensible=vllm_extensible_kv_cache(spec))
-        floor_need = p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"] + p.overheads["cudagraph"] \
-            + p.overheads.get("fitted_non_kv", 0.0) + (req or 0.0)
+        floor_need = vllm_non_kv_gib(p.overheads, p.weights, p.overheads["cudagraph"]) + (req or 0.0)
         if p.start.passes is False and seen is not None:
             now = p.start.largest_share_now or 0.0
             # a flush helps only where the check reads CUDA's MemFree (passes_after_flush is None when it reads
@@ -1512,8 +1519,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             sugg.append(f"--max-model-len {longest // 1024 * 1024 if longest >= 1024 else longest} fits the pool")
         if req and (fits_len is False or (spec.concurrency and conc is not None and conc < spec.concurrency)):
             want = max(1, spec.concurrency or 1) * req
-            need_util = (want + (p.weights + p.overheads["activation_peak"] + p.overheads["non_torch"]
-                                 + p.overheads["cudagraph"] + p.overheads.get("fitted_non_kv", 0.0))) / machine.total_gib
+            need_util = (want + vllm_non_kv_gib(p.overheads, p.weights, p.overheads["cudagraph"])) / machine.total_gib
             if need_util <= 1.0:
                 sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
                             f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
