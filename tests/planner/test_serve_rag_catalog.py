@@ -182,7 +182,7 @@ def test_an_encoder_split_into_pipeline_stages_has_no_stage_kv():
 
 def test_an_encoder_refuses_a_context_beyond_its_position_table():
     res = _plan("vllm serve BAAI/bge-m3 --max-model-len 32768 --gpu-memory-utilization 0.05")
-    assert res.verdict == "does-not-fit" and any("beyond the model's 8194 positions" in n for n in res.notes)
+    assert res.verdict == "does-not-fit" and any("beyond the 8,194 tokens" in n and "learned positions" in n for n in res.notes)
     assert _plan("vllm serve BAAI/bge-m3 --max-model-len 8192 --gpu-memory-utilization 0.05").verdict == "fits"
 
 

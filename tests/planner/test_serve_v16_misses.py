@@ -50,7 +50,7 @@ def test_ollama_engine_rule_is_gpt_oss_only_and_yields_to_a_short_context():
     oss = serve.resolve_shape("gpt-oss:20b")
     spec = ServeSpec(engine="ollama", model="gpt-oss:20b", engine_version="0.11.10", ctx_size=2048, parallel=1)
     # causal.go Init: swaMemorySize > capacity -> every layer caches the whole context
-    cells, swa, _ = serve._gguf_kv_cells(oss, spec)
+    cells, swa, _, _ = serve._gguf_kv_cells(oss, spec)
     assert swa == cells == 2048
     assert serve.ollama_swa_memory(oss, spec.model_copy(update={"engine": "llama.cpp"})) is None
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,6 +95,7 @@ class Machine(BaseModel):
     unified: bool = False
     os_reserve_gib: float = 0.0
     gpu_name: str = ""  # engines pick defaults by it (vLLM: A100s get the small-GPU defaults)
+    gpus: int | None = None  # GPUs on this host (a DGX Spark: 1); None where the source does not say
     detail: str = ""
 
 
@@ -114,13 +115,14 @@ def machine_from_facts(facts: Facts, source: str, os_reserve_gib: float) -> Mach
         cache = (avail - free) if (avail is not None and free is not None) else None
         return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(avail),
                        page_cache_gib=_r(cache), unified=True, os_reserve_gib=os_reserve_gib,
-                       gpu_name=dev.name if dev is not None else "",
+                       gpu_name=dev.name if dev is not None else "", gpus=len(facts.gpu.devices) or None,
                        detail="unified memory: CUDA total = MemTotal, CUDA free = MemFree")
     if dev is not None and known(dev.memory_total_bytes):
         total = dev.memory_total_bytes / GIB  # type: ignore[operator]
         free = dev.memory_free_bytes / GIB if known(dev.memory_free_bytes) else None  # type: ignore[operator]
         return Machine(source=source, total_gib=round(total, 2), free_gib=_r(free), available_gib=_r(free),
-                       unified=False, gpu_name=dev.name, detail=f"GPU 0 ({dev.name}) device memory")
+                       unified=False, gpu_name=dev.name, gpus=len(facts.gpu.devices),
+                       detail=f"GPU 0 ({dev.name}) device memory")
     raise ServeInputError("no GPU memory in these facts (no GPU, or its memory was not read); "
                           "give --target dgx-spark or --budget-gb")
 
@@ -131,7 +133,8 @@ def _r(x: float | None) -> float | None:
 
 # dated: an idle DGX Spark (reference/gb10-readings.md: MemTotal 127600748 kB = 121.69 GiB,
 # MemAvailable 118566368 kB = 113.07 GiB; vLLM saw free 110.34/121.69 on a clean boot)
-TARGETS = {"dgx-spark": {"total_gib": 121.69, "free_gib": 110.34, "available_gib": 113.07, "unified": True},
+# gpus: a DGX Spark has one; the h200/h100 targets describe one GPU of a host whose count they do not say
+TARGETS = {"dgx-spark": {"total_gib": 121.69, "free_gib": 110.34, "available_gib": 113.07, "unified": True, "gpus": 1},
            "h200": {"total_gib": 139.8, "free_gib": 139.2, "available_gib": 139.2, "unified": False},
            "h100": {"total_gib": 79.19, "free_gib": 78.6, "available_gib": 78.6, "unified": False}}
 
@@ -145,7 +148,7 @@ def machine_from_target(target: str, os_reserve_gib: float) -> Machine:
     cache = round(t["available_gib"] - t["free_gib"], 2) if t["unified"] else None
     return Machine(source=f"target:{key}", total_gib=t["total_gib"], free_gib=t["free_gib"],
                    available_gib=t["available_gib"], page_cache_gib=cache, unified=bool(t["unified"]),
-                   os_reserve_gib=os_reserve_gib if t["unified"] else 0.0,
+                   os_reserve_gib=os_reserve_gib if t["unified"] else 0.0, gpus=t.get("gpus"),
                    detail=f"{key}: an idle box as recorded (gb10-readings.md / device readings)")
 
 
@@ -897,6 +900,19 @@ def vllm_extensible_kv(requested: float, free: float | None, persistent: float, 
     return kv - transient
 
 
+def vllm_footprint(requested: float, kv_gib: float, ov: dict[str, float], spec: ServeSpec, shape: ServeShape,
+                   weights_gib: float, extensible: bool, ext_persistent: float) -> float:
+    """What the server holds from the pool once started (GiB per rank). A profiled pool fills the share (plus CUDA
+    graphs where they sit outside it); 0.34's extensible pool holds what it measured; a pool pinned with
+    --kv-cache-memory is not bounded by the share at all (gpu_worker.determine_available_memory returns the pinned
+    bytes), so the server holds its weights, profile peak, non-torch memory, graphs and that pool, whatever the share."""
+    if extensible:
+        return ext_persistent + max(kv_gib, 0.0) + ov["activation_peak"]
+    if spec.kv_cache_memory_bytes:
+        return vllm_non_kv_gib(ov, weights_gib, 0.0 if spec.enforce_eager else ov["cudagraph"]) + kv_gib
+    return requested + (ov["cudagraph"] if graphs_outside_share(spec, shape) else 0.0)
+
+
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel,
           stage_weights: list[float] | None = None) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers).
@@ -1041,8 +1057,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
         lim = next(s for s in stages if s.limiting)
         shown.update(activation_peak=lim.activation_peak_gib, cudagraph=lim.cudagraph_gib)
     return _Plan(weights=weights_gib, overheads=shown, kv_available=round(kv_avail, 2), tokens=tokens,
-                 footprint=(ext_persistent + max(kv_avail, 0.0) + ov["activation_peak"] if extensible else
-                            requested + (ov["cudagraph"] if graphs_outside_share(spec, shape) else 0.0)),
+                 footprint=vllm_footprint(requested, kv_avail, ov, spec, shape, weights_gib, extensible, ext_persistent),
                  start=start, notes=notes, uncertainties=unc, kv_other_ranks=kv_other, stages=stages)
 
 
@@ -1198,25 +1213,90 @@ def _trtllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
                  start=start, notes=notes)
 
 
-def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> tuple[int, int, int]:
-    """(context cells, sliding-layer cells, sequences) for llama.cpp / Ollama."""
+def engine_max_len(shape: ServeShape, spec: ServeSpec) -> int | None:
+    """The longest --max-model-len / --context-length vLLM or SGLang accepts for this model without an override
+    (engines.yaml vllm.max_len_check: the config's length, scaled by its rope_scaling as vLLM scales it); None where
+    the length is unknown or the line overrides the check (the env var, --hf-overrides and the like)."""
+    c = engine_value("vllm", "max_len_check")
+    env = c["override_env"].get(spec.engine)
+    if env is None or spec.env.get(env, "").lower() in ("1", "true", "yes"):
+        return None
+    if any(i.split()[0].split("=")[0] in c["override_flags"] for i in spec.ignored if i.startswith("--")):
+        return None
+    from sparkops.planner import architecture
+
+    cfg = getattr(architecture._lookup(spec.model), "config", None) if spec.model else None
+    cfg = cfg if isinstance(cfg, dict) else {}
+    length = cfg.get("max_position_embeddings") or shape.context_train
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if not isinstance(length, int) or length <= 0:
+        return None
+    if isinstance(rope, dict) and not any(t in str(cfg.get("model_type", "")) for t in c["already_scaled_model_types"]):
+        kind = rope.get("rope_type") or rope.get("type")
+        if kind and kind not in c["unscaled_rope_types"] and isinstance(rope.get("factor"), int | float):
+            if kind == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
+                length = rope["original_max_position_embeddings"]
+            length = int(length * rope["factor"])
+    return length
+
+
+class GgufSlots(NamedTuple):
+    """How llama.cpp / Ollama lay out the KV cells of one launch line."""
+    cells: int  # KV cells of a full-attention layer, all slots together (-c; Ollama num_ctx x parallel)
+    swa_cells: int  # cells a sliding-window layer keeps, all streams together
+    slots: int  # sequences served at once (-np; OLLAMA_NUM_PARALLEL)
+    slot_cells: int  # the longest request one slot holds: all cells where the slots share one stream
+
+
+def llama_cpp_build(spec: ServeSpec) -> int | None:
+    """The llama.cpp build a launch line names ("b7342", "b5622 (97340b4c)"); 0 for an ik_llama.cpp fork build (its
+    numbers are its own: it counts as older than every boundary); None when unnamed (the current build)."""
+    v = (spec.engine_version or "").lower()
+    if "ik_llama" in v:
+        return 0
+    m = re.search(r"\bb(\d{3,6})\b", v)
+    return int(m.group(1)) if m else None
+
+
+def llama_server_slots(spec: ServeSpec) -> tuple[int, bool, bool]:
+    """(slots, one shared stream, a slot may take every cell) as llama-server resolves -np / -kvu at this build
+    (engines.yaml llama.cpp.slots): no -np is "auto" (4 slots, unified) since about b7000; an explicit -np keeps one
+    stream per slot, each of -c/np cells, unless -kvu; before the split streams (about b5900) every slot shared one
+    stream but the server still cut each to -c/np."""
+    c = engine_value("llama.cpp", "slots")
+    build = llama_cpp_build(spec)
+    auto = not spec.parallel and (build is None or build >= int(c["auto_since_build"]))
+    streams = build is None or build >= int(c["streams_since_build"])
+    slots = spec.parallel or (int(c["auto_slots"]) if auto else int(engine_value("llama.cpp", "default_parallel")))
+    unified = spec.kv_unified if spec.kv_unified is not None else auto
+    if not streams:  # one stream for all; the server's slot limit was -c/np
+        return slots, True, slots == 1
+    return slots, unified, unified or slots == 1
+
+
+def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> GgufSlots:
+    """The KV cells of a llama.cpp / Ollama launch line. Ollama starts its runner with --ctx-size num_ctx x parallel
+    and --parallel given (one stream per sequence where the runner has split streams, each num_ctx long)."""
+    ub = spec.ubatch or int(engine_value("llama.cpp", "default_ubatch"))
     if spec.engine == "ollama":
         num_ctx = spec.ctx_size or int(engine_value("ollama", "default_num_ctx"))
         seqs = spec.parallel or int(engine_value("ollama", "default_num_parallel"))
-        cells = num_ctx * seqs
+        cells, one_stream, slot_cells = num_ctx * seqs, True, num_ctx
     else:
         cells = spec.ctx_size or (shape.context_train or int(engine_value("llama.cpp", "default_ctx")))
-        seqs = spec.parallel or int(engine_value("llama.cpp", "default_parallel"))
-    ub = spec.ubatch or int(engine_value("llama.cpp", "default_ubatch"))
+        seqs, one_stream, whole = llama_server_slots(spec)
+        slot_cells = cells if whole else cells // seqs
     swa = cells
     if shape.sliding_layers and shape.sliding_window and not spec.swa_full:
         keep = ollama_swa_memory(shape, spec)
         if keep is not None:  # Ollama's own engine: maxSequences x memory + maxBatch, or all when memory > context
             mem, batch = keep
             swa = cells if mem > cells // max(1, seqs) else -(-(mem * seqs + batch) // 256) * 256
-        else:
+        elif one_stream:  # llama-kv-cache-iswa.cpp: GGML_PAD(min(size, n_swa x n_seq_max + n_ubatch), 256)
             swa = min(cells, -(-(shape.sliding_window * seqs + ub) // 256) * 256)
-    return cells, swa, seqs
+        else:  # one stream per slot, each GGML_PAD(min(-c/np, n_swa + n_ubatch), 256)
+            swa = seqs * min(slot_cells, -(-(shape.sliding_window + ub) // 256) * 256)
+    return GgufSlots(cells, swa, seqs, slot_cells)
 
 
 def ollama_swa_memory(shape: ServeShape, spec: ServeSpec) -> tuple[int, int] | None:
@@ -1237,7 +1317,16 @@ def ollama_swa_memory(shape: ServeShape, spec: ServeSpec) -> tuple[int, int] | N
 
 
 def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
-    cells, swa, seqs = _gguf_kv_cells(shape, spec)
+    cells, swa, seqs, slot_cells = _gguf_kv_cells(shape, spec)
+    notes = []
+    if spec.engine == "llama.cpp" and seqs > 1:
+        how = "no -np: llama-server's auto slots" if not spec.parallel else f"-np {seqs}"
+        if slot_cells == cells:
+            notes.append(f"{seqs} slots ({how}) share one unified KV cache of {cells:,} cells: one request may take "
+                         "them all, several long ones wait for room (engines.yaml llama.cpp.slots)")
+        else:
+            notes.append(f"{seqs} slots ({how}, no -kvu) each hold {slot_cells:,} of the {cells:,} cells: no request "
+                         "runs longer; -kvu lets one request take them all (engines.yaml llama.cpp.slots)")
     per = kv_layer_bytes(shape, kvb)
     full = shape.attn_layers - shape.sliding_layers
     kv = (full * cells + shape.sliding_layers * swa) * per / GIB
@@ -1254,7 +1343,7 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                        detail=f"{cells} KV cells ({seqs} sequence{'s' if seqs != 1 else ''}), "
                               f"{shape.sliding_layers} sliding-window layers at {swa} cells")
     return _Plan(weights=weights_gib, overheads={"compute_buffer": compute}, kv_available=round(kv, 3),
-                 tokens=cells, footprint=need, start=start, notes=[])
+                 tokens=cells, footprint=need, start=start, notes=notes)
 
 
 # ------------------------------------------------------------------ the plan
@@ -1381,11 +1470,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
     per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
-    if spec.engine in ("llama.cpp", "ollama"):
-        cells, _, seqs = _gguf_kv_cells(shape, spec)
-        # llama.cpp (kv_unified, b6xxx+): every slot may grow to all -c cells, they share them;
-        # Ollama: each of the parallel sequences gets num_ctx
-        mml = cells if spec.engine == "llama.cpp" else (spec.ctx_size or cells // seqs)
+    gguf = _gguf_kv_cells(shape, spec) if spec.engine in ("llama.cpp", "ollama") else None
+    if gguf is not None:
+        # the longest request a slot holds (llama.cpp: all -c cells with a unified cache, else -c/np; Ollama num_ctx)
+        mml = gguf.slot_cells
     mml = mml or shape.context_train
 
     def _req(length: int) -> float:
@@ -1407,6 +1495,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             else:
                 hi = mid - 1
         longest = lo
+    if gguf is not None and pool is not None:
+        # llama.cpp / Ollama allocate the cells the flags ask for: a slot always holds a request of its own length,
+        # the slots at that length are what the engine serves at once, and no slot runs past it (comparing bytes
+        # here would only judge rounding, and on sliding-window layers count cells the slots share)
+        conc, fits_len, longest = float(gguf.cells // gguf.slot_cells), True, gguf.slot_cells
     rng = None
     if p.uncertainties and pool is not None:
         # a pool cannot be negative: at 0 the engine refuses to start (no memory left for KV blocks)
@@ -1442,6 +1535,17 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     # moves the point estimate but never decides "does not fit" alone: where the engine's own accounting leaves room
     # for the request and only the fitted charge takes it, the plan says tight (public GB10 starts at small shares
     # that did start sit on both sides of that median)
+    limit = engine_max_len(shape, spec) if spec.engine in ("vllm", "sglang") and spec.max_model_len else None
+    too_long = limit is not None and spec.max_model_len is not None and spec.max_model_len > limit
+    if too_long:
+        flag, env, override = (("--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "--hf-overrides")
+                               if spec.engine == "vllm" else
+                               ("--context-length", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+                                "--json-model-override-args"))
+        bad.append(f"{flag} {spec.max_model_len} is beyond the {limit:,} tokens the model's config allows "
+                   f"(max_position_embeddings and its rope scaling): {spec.engine} refuses to start; "
+                   + ("an encoder's learned positions end there" if kv_none else
+                      f"extend it with rope scaling ({override}) or set {env}=1 if the model really runs longer"))
     fitted = p.overheads.get("fitted_non_kv", 0.0)
     kv_short = pool is not None and (pool <= 0 or fits_len is False)
     by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
@@ -1451,18 +1555,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                      f"KV; the fitted {fitted:g} GiB unified-memory charge (the median of public GB10 starts, which "
                      f"ranged {float(seen_gb10['min']):g}-{float(seen_gb10['max']):g} GiB) leaves "
                      f"{pool:.2f} GiB; pin the pool with --kv-cache-memory, or raise the share")
-    elif kv_none and spec.max_model_len and shape.context_train and spec.max_model_len > shape.context_train:
-        # learned absolute positions: vLLM's config check refuses a longer max_model_len (and the position table has
-        # no row past it)
-        bad.append(f"--max-model-len {spec.max_model_len} is beyond the model's {shape.context_train} positions "
-                   "(max_position_embeddings): vLLM refuses it")
-    elif pool is not None and pool <= 0:
+    elif pool is not None and pool <= 0 and not too_long:
         bad.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
-    elif fits_len is False:
+    elif fits_len is False and not too_long:
         bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
-    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside):
+    pinned = spec.engine == "vllm" and bool(spec.kv_cache_memory_bytes)  # not bounded by its share (vllm_footprint)
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside or pinned):
         with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
     seen = p.start.free_gib  # what the start-up check reads (vLLM on unified memory: MemAvailable less its context)
@@ -1527,13 +1627,16 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 sugg.append(f"no --gpu-memory-utilization holds {max(1, spec.concurrency or 1)} request(s) of {mml} tokens: "
                             f"they need {need_util * machine.total_gib:.2f} GiB with the weights, more than the GPU's "
                             f"{machine.total_gib:.2f} GiB; a shorter --max-model-len, an fp8 KV cache, or more GPUs")
+        if pinned and headroom < 0 and pool is not None and pool + headroom > 0:
+            sugg.append(f"--kv-cache-memory-bytes {math.floor(pool + headroom)}G fits the pool beside the rest "
+                        "(the pinned pool is not bounded by --gpu-memory-utilization)")
         if headroom < 0 and not bad:
             share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
             sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
                         f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
         if kvb >= 2 and req:
             sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
-        if machine.unified and not vllm_extensible_kv_cache(spec) and not kv_none:
+        if machine.unified and not vllm_extensible_kv_cache(spec) and not kv_none and not pinned:
             notes.append(f"on unified memory the share is of ALL memory: {util:g} x {machine.total_gib:.2f} GiB "
                          f"= {math.ceil(machine.total_gib * util * GIB) / GIB:.2f} GiB, which leaves "
                          f"{machine.total_gib * (1 - util):.2f} GiB for the OS, desktop and every other process")
@@ -1548,6 +1651,16 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         sugg.append("a smaller -c / num_ctx, -ctk q8_0 -ctv q8_0 (with flash attention), or a smaller quant type")
     if bad:
         notes = bad + notes
+    world = spec.tensor_parallel * spec.pipeline_parallel
+    if machine.gpus is not None and world > machine.gpus:
+        # planned per GPU, as a cluster of such hosts would run it (issue 20's two Sparks); this host alone cannot
+        info_2 = kbe.engines[spec.engine].two_sparks
+        keys = ("tensor_parallel", "pipeline_parallel") + (("g10",) if machine.unified else ())
+        how = "; ".join(f"{k.replace('_', ' ').replace('g10', 'G10')}: {info_2[k]}" for k in keys if k in info_2)
+        host = "this Spark has 1" if machine.unified else f"this host has {machine.gpus}"
+        notes.insert(0, f"the line asks for {world} GPUs (TP {spec.tensor_parallel} x PP {spec.pipeline_parallel}) and "
+                        f"{host}: the plan is per GPU of {-(-world // max(1, machine.gpus))} such hosts; on this one alone "
+                        f"{spec.engine} refuses to start (fewer GPUs than its world size). Across nodes: {how}")
     if spec.ignored:
         notes.append("not used for memory: " + " ".join(spec.ignored[:8]) + (" ..." if len(spec.ignored) > 8 else ""))
     info = kbe.engines[spec.engine]

@@ -142,6 +142,7 @@ class ServeSpec(_M):
     entrypoint: str | None = None  # vLLM: "serve" (the OpenAI server, default) or "llm" (the offline LLM class)
     ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
     parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
+    kv_unified: bool | None = None  # llama.cpp -kvu / --kv-unified (--no-kv-unified); None: llama-server decides
     n_gpu_layers: int | None = None
     cache_type_k: str | None = None
     cache_type_v: str | None = None
@@ -219,7 +220,8 @@ _LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size"
           "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
           "--cache-type-k": ("cache_type_k", "str"), "-ctv": ("cache_type_v", "str"), "--cache-type-v": ("cache_type_v", "str"),
           "--swa-full": ("swa_full", "flag"), "-ub": ("ubatch", "int"), "--ubatch-size": ("ubatch", "int"),
-          "-hf": ("model", "str"), "--hf-repo": ("model", "str")}
+          "-hf": ("model", "str"), "--hf-repo": ("model", "str"), "-kvu": ("kv_unified", "flag"),
+          "--kv-unified": ("kv_unified", "flag"), "--no-kv-unified": ("kv_unified", "noflag")}
 _TRTLLM = {"--model": ("model", "str"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "frac"),
            "--max-num-tokens": ("max_num_batched_tokens", "size"), "--max-batch-size": ("max_batch_size", "int"),
@@ -228,7 +230,8 @@ _BOOL_NOARG = {"--enforce-eager", "--swa-full", "--enable-expert-parallel", "--t
                "--no-enable-prefix-caching", "--enable-chunked-prefill", "--disable-log-stats", "-fa", "--flash-attn",
                "--jinja", "--mlock", "--no-mmap", "--enable-auto-tool-choice", "--disable-cuda-graph",
                "--disable-radix-cache", "--language-model-only", "-fmoe", "-rtr", "--cont-batching", "--skip-mm-profiling",
-               "--enable-lora", "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache"}
+               "--enable-lora", "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache", "-kvu", "--kv-unified",
+               "--no-kv-unified"}
 
 
 def _norm_flag(tok: str) -> str:

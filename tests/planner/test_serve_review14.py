@@ -1,0 +1,163 @@
+"""Defects a read-only review of `plan --serve` found in session 14, each pinned by the engine's own rule:
+
+- a pool pinned with --kv-cache-memory is not bounded by --gpu-memory-utilization (gpu_worker.determine_available_memory
+  returns the pinned bytes), so the server's footprint is its weights, peak, graphs and that pool;
+- llama.cpp / Ollama allocate the cells their flags ask for: a request of a slot's length always fits (comparing
+  rounded bytes had said "does not fit" for `ollama run qwen3:8b`);
+- llama-server's slots (src/llama-context.cpp n_ctx_seq, tools/server/server.cpp's auto -np): an explicit -np gives each
+  slot -c/np cells unless -kvu; no -np is 4 slots sharing all cells; sliding-window layers keep a window per stream;
+- vLLM / SGLang refuse a context beyond the config's (max_position_embeddings x rope scaling) without an override;
+- a tensor-parallel line on a one-GPU Spark is planned per node of a cluster, and says so."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkops import api
+from sparkops.planner import serve
+from sparkops.planner.serve_engines import ServeSpec, engine_value, parse_command
+
+GIB = 1024**3
+
+
+def _plan(line: str, **kw):
+    return api.serve_plan(workload=line, target="dgx-spark", offline=True, **kw)
+
+
+# ---------------------------------------------------------------- a pinned KV pool
+
+
+def test_a_pinned_pool_counts_whole_against_the_machine_whatever_the_share() -> None:
+    res = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.3 --kv-cache-memory-bytes 100G")
+    o = res.overheads
+    held = res.weights_gib + o["activation_peak"] + o["non_torch"] + o["cudagraph"] + 100.0
+    assert res.footprint_gib == pytest.approx(held, abs=0.02)
+    assert res.footprint_gib > res.budget_gib and res.verdict == "does-not-fit"
+    fit = [s for s in res.suggestions if s.startswith("--kv-cache-memory-bytes")]
+    assert fit, res.suggestions
+    pinned = int(fit[0].split()[1].rstrip("G"))
+    smaller = _plan(f"vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.3 --kv-cache-memory-bytes {pinned}G")
+    assert smaller.verdict != "does-not-fit" and smaller.headroom_gib >= 0
+    # the share no longer sizes what it holds: only the start-up check reads it
+    other_share = _plan(f"vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.5 --kv-cache-memory-bytes {pinned}G")
+    assert other_share.footprint_gib == pytest.approx(smaller.footprint_gib, abs=0.01)
+    assert other_share.start.requested_gib > smaller.start.requested_gib
+
+
+def test_a_profiled_pool_still_fills_its_share() -> None:
+    res = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.3")
+    assert res.footprint_gib == pytest.approx(res.machine.total_gib * 0.3, abs=0.05)
+
+
+# ---------------------------------------------------------------- llama.cpp / Ollama: the cells the flags ask for
+
+
+@pytest.mark.parametrize("line", ["ollama run qwen3:8b", "llama-server -m Qwen3-8B-Q4_K_M.gguf -c 4096",
+                                  "llama-server -m Qwen3-8B-Q4_K_M.gguf -c 2048",
+                                  "OLLAMA_CONTEXT_LENGTH=2048 ollama run qwen3:8b",
+                                  "ollama run hf.co/unsloth/Qwen3-8B-GGUF:Q8_0"])
+def test_a_small_gguf_server_fits_its_own_cells(line: str) -> None:
+    res = _plan(line)
+    assert res.verdict == "fits", res.notes
+    assert res.kv.fits_max_model_len is True and res.kv.max_concurrency == 1.0
+
+
+def test_explicit_slots_split_the_context_and_auto_slots_share_it() -> None:
+    base = "llama-server -m unsloth/Qwen3-30B-A3B-GGUF:Q8_0 -c 131072"
+    split = _plan(base + " -np 4")
+    assert split.kv.max_model_len_fitting == 131072 // 4 and split.kv.max_concurrency == 4.0
+    assert any("-kvu lets one request take them all" in n for n in split.notes)
+    for line in (base, base + " -np 4 -kvu", base + " --parallel 4 --kv-unified"):
+        shared = _plan(line)
+        assert shared.kv.max_model_len_fitting == 131072 and shared.kv.max_concurrency == 1.0, line
+        assert any("share one unified KV cache" in n for n in shared.notes), line
+    # the KV memory is the same: -c cells in all, however they are shared
+    assert split.kv.available_gib == _plan(base).kv.available_gib
+
+
+def test_slots_by_build() -> None:
+    c = engine_value("llama.cpp", "slots")
+    assert serve.llama_server_slots(ServeSpec(engine="llama.cpp")) == (int(c["auto_slots"]), True, True)
+    assert serve.llama_server_slots(ServeSpec(engine="llama.cpp", engine_version="b7342")) == (4, True, True)
+    old = ServeSpec(engine="llama.cpp", engine_version="b5622 (97340b4c)")
+    assert serve.llama_server_slots(old) == (1, True, True)
+    # before split streams the server still cut each slot to -c/np
+    assert serve.llama_server_slots(old.model_copy(update={"parallel": 2})) == (2, True, False)
+    fork = ServeSpec(engine="llama.cpp", engine_version="ik_llama.cpp fork, build 3933 (7a921655)")
+    assert serve.llama_cpp_build(fork) == 0 and serve.llama_server_slots(fork)[0] == 1
+
+
+def test_sliding_window_layers_keep_a_window_per_stream() -> None:
+    """llama-kv-cache-iswa.cpp: GGML_PAD(min(size, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256) per stream."""
+    shape = serve.resolve_shape("gemma3:27b")
+    w, ub = int(shape.sliding_window), int(engine_value("llama.cpp", "default_ubatch"))
+    pad = lambda x: -(-x // 256) * 256  # noqa: E731
+    split = serve._gguf_kv_cells(shape, ServeSpec(engine="llama.cpp", ctx_size=65536, parallel=4))
+    assert split.swa_cells == 4 * min(65536 // 4, pad(w + ub)) and split.slot_cells == 16384
+    shared = serve._gguf_kv_cells(shape, ServeSpec(engine="llama.cpp", ctx_size=65536, parallel=4, kv_unified=True))
+    assert shared.swa_cells == min(65536, pad(w * 4 + ub)) and shared.slot_cells == 65536
+
+
+@given(ctx=st.integers(256, 1 << 20), np_=st.integers(1, 64), kvu=st.sampled_from([None, True, False]),
+       build=st.sampled_from([None, "b5000", "b6500", "b7342", "ik_llama.cpp fork, 2025-05"]))
+def test_slot_cells_never_exceed_the_cells(ctx: int, np_: int, kvu: bool | None, build: str | None) -> None:
+    shape = serve.resolve_shape("Qwen/Qwen3-8B")
+    g = serve._gguf_kv_cells(shape, ServeSpec(engine="llama.cpp", ctx_size=ctx, parallel=np_, kv_unified=kvu,
+                                              engine_version=build))
+    assert 1 <= g.slots == np_ and 0 < g.slot_cells <= g.cells == ctx
+    assert g.slot_cells in (ctx, ctx // np_)
+
+
+def test_kv_unified_flags_parse() -> None:
+    assert parse_command("llama-server -m x.gguf -np 4 -kvu").kv_unified is True
+    assert parse_command("llama-server -m x.gguf --no-kv-unified").kv_unified is False
+    assert parse_command("llama-server -m x.gguf -np 4").kv_unified is None
+
+
+# ---------------------------------------------------------------- a context beyond the config
+
+
+def test_vllm_refuses_a_context_beyond_the_config_without_an_override() -> None:
+    line = "vllm serve Qwen/Qwen3-8B --max-model-len 100000 --gpu-memory-utilization 0.5"
+    res = _plan(line)
+    assert res.verdict == "does-not-fit"
+    assert any("beyond the 40,960 tokens" in n and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in res.notes)
+    for allowed in ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 " + line,
+                    line + " --hf-overrides '{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                           "\"original_max_position_embeddings\": 32768}}'",
+                    "vllm serve Qwen/Qwen3-8B --max-model-len 40960 --gpu-memory-utilization 0.5"):
+        assert not any("beyond the" in n for n in _plan(allowed).notes), allowed
+
+
+def test_yarn_scales_from_the_original_length() -> None:
+    """gpt-oss: max_position_embeddings 131072 = yarn's original 4096 x factor 32: 131072 passes, twice that does not."""
+    assert serve.engine_max_len(serve.resolve_shape("openai/gpt-oss-120b"),
+                                ServeSpec(engine="vllm", model="openai/gpt-oss-120b")) == 4096 * 32
+    assert serve.engine_max_len(serve.resolve_shape("meta-llama/Llama-3.1-8B-Instruct"),
+                                ServeSpec(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct")) == 131072  # llama3
+
+
+def test_sglang_has_the_same_rule_under_its_own_names() -> None:
+    res = _plan("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --context-length 131072")
+    assert res.verdict == "does-not-fit"
+    assert any("--context-length 131072" in n and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in n
+               and "--json-model-override-args" in n for n in res.notes)
+
+
+# ---------------------------------------------------------------- more GPUs than the host has
+
+
+def test_tensor_parallel_beyond_one_spark_is_planned_per_node_and_says_so() -> None:
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B -tp 2 --gpu-memory-utilization 0.5",
+                         facts="tests/fixtures/facts/gb10_ngc_2509_healthy.json", offline=True)
+    assert res.machine.gpus == 1
+    note = next(n for n in res.notes if "asks for 2 GPUs" in n)
+    assert "this Spark has 1" in note and "refuses to start" in note and "ConnectX-7" in note
+    one = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.5",
+                         facts="tests/fixtures/facts/gb10_ngc_2509_healthy.json", offline=True)
+    assert not any("GPUs (TP" in n for n in one.notes)
+    # a target that names a GPU kind, not a host, says nothing of the count
+    h200 = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B -tp 2", target="h200", offline=True)
+    assert h200.machine.gpus is None and not any("GPUs (TP" in n for n in h200.notes)
