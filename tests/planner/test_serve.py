@@ -58,7 +58,7 @@ def test_multiline_docker_style_and_other_engines():
     s = parse_command("llama-server -m /m/Qwen3-30B-A3B-UD-Q4_K_XL.gguf -c 32768 -fmoe -fa -ngl 99 -np 4 -ctk q8_0")
     assert (s.engine, s.ctx_size, s.n_gpu_layers, s.parallel, s.cache_type_k, s.gguf_path) == \
         ("llama.cpp", 32768, 99, 4, "q8_0", "/m/Qwen3-30B-A3B-UD-Q4_K_XL.gguf")
-    s = parse_command("OLLAMA_NUM_PARALLEL=2 OLLAMA_CONTEXT_LENGTH=8k OLLAMA_KV_CACHE_TYPE=q8_0 ollama run gemma3:27b")
+    s = parse_command("OLLAMA_NUM_PARALLEL=2 OLLAMA_CONTEXT_LENGTH=8000 OLLAMA_KV_CACHE_TYPE=q8_0 ollama run gemma3:27b")
     assert (s.engine, s.model, s.parallel, s.ctx_size, s.cache_type_k) == ("ollama", "gemma3:27b", 2, 8000, "q8_0")
 
 

@@ -181,14 +181,15 @@ def _serving_start(ctx: CheckContext, warns: list[Reason], evidence: list[Eviden
     w = ctx.workload
     if w.method != "inference" or "vllm" not in w.components:
         return
-    version = installed(ctx.facts).get("vllm")
+    # the release the launch line names (an image tag), else the one installed in the target: the plan's own rule
+    version = w.serve_engine_version or installed(ctx.facts).get("vllm")
     extensible = w.serve_extensible_kv if w.serve_extensible_kv is not None else vllm_extensible_kv_cache(version)
     share = w.serve_share or vllm_default_share(version, extensible=extensible)  # the launch line's, else the default
     if extensible:  # 0.34's request_memory skips the check; the share is a cap the budget below still weighs
         code, v = "G3.start_skipped", {"share": share, "why": "vLLM >= 0.34's extensible KV cache skips the start-up "
                                        "check and sizes its pool from the memory free after warmup"}
     else:
-        code, v = vllm_start_decision(ctx.facts, share)
+        code, v = vllm_start_decision(ctx.facts, share, version)
     evidence.append(ev("vllm start-up check", {"share": share, **v}))
     if code == "G3.start_after_flush":  # the most specific consequence for a server: it leads
         warns.insert(0, reason("G3.serve-start-after-flush", **v))

@@ -86,9 +86,9 @@ def register(app: typer.Typer) -> None:
                          "start-up check (-w takes a pasted `vllm serve ...`, `llama-server ...`, `ollama run ...`).")] = False,
         engine: Annotated[str | None, typer.Option(help="--serve: vllm | sglang | llama.cpp | ollama | trtllm")] = None,
         gguf: Annotated[str | None, typer.Option(help="--serve: a GGUF file (its header gives shapes and exact bytes).")] = None,
-        max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="--serve: context per request.")] = None,
+        max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="--serve: context per request (llama.cpp: -c, Ollama: num_ctx); wins over the line's own flag.")] = None,
         gpu_util: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="--serve: vLLM's share of TOTAL memory.")] = None,
-        kv_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="--serve: auto | fp8 (vLLM/SGLang).")] = None,
+        kv_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="--serve: auto | fp8 (vLLM/SGLang); f16 | q8_0 | q4_0 ... (llama.cpp -ctk/-ctv, OLLAMA_KV_CACHE_TYPE); wins over the line's own flag.")] = None,
         tp: Annotated[int | None, typer.Option("--tensor-parallel", help="--serve: tensor-parallel size.")] = None,
         concurrency: Annotated[int | None, typer.Option(help="--serve: requests at full length wanted at once.")] = None,
         engine_version: Annotated[str | None, typer.Option("--engine-version", help="--serve: the vLLM release to "

@@ -45,6 +45,9 @@ class Workload(BaseModel):
     # whether that server runs vLLM 0.34's extensible KV cache (no start-up check; the share is a cap), decided by the
     # G3 owner on the launch line's flags and the target's installed release; None: not decided there
     serve_extensible_kv: bool | None = None
+    # the engine release that launch line names (vLLM: a vllm/vllm-openai image tag), which G3's start-up check judges;
+    # None: the line names none, G3 falls back to the release installed in the target
+    serve_engine_version: str | None = None
     unparsed: list[str] = Field(default_factory=list)
 
     @property

@@ -244,9 +244,9 @@ def plan_serve(
                                                    "safetensors headers), not with HF_HUB_OFFLINE=1.")] = None,
     engine: Annotated[str | None, Field(description="vllm | sglang | llama.cpp | ollama | trtllm")] = None,
     gguf_path: Annotated[str | None, Field(description="A local GGUF file: its header gives exact weight bytes.")] = None,
-    max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang).")] = None,
+    max_model_len: Annotated[int | None, Field(gt=0, description="Context per request (vLLM/SGLang; llama.cpp -c, Ollama num_ctx); wins over the line's own flag.")] = None,
     gpu_memory_utilization: Annotated[float | None, Field(gt=0, le=1, description="vLLM's share of TOTAL memory.")] = None,
-    kv_cache_dtype: Annotated[str | None, Field(description="auto | fp8 (vLLM/SGLang).")] = None,
+    kv_cache_dtype: Annotated[str | None, Field(description="auto | fp8 (vLLM/SGLang); f16 | q8_0 | q4_0 (llama.cpp -ctk/-ctv, OLLAMA_KV_CACHE_TYPE); wins over the line's own flag.")] = None,
     concurrency: Annotated[int | None, Field(gt=0, description="Requests at full length wanted at once.")] = None,
     engine_version: Annotated[str | None, Field(
         description="The vLLM release to model (0.10.1; v0 for the V0 engine). Default: the one installed in "

@@ -71,6 +71,8 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
         workload = workload.model_copy(update={"model": workload.model or spec.model, "unparsed": list(spec.ignored)})
     if spec.gpu_memory_utilization is not None:  # the share G3's start-up check judges, whether or not the plan runs
         workload = workload.model_copy(update={"serve_share": spec.gpu_memory_utilization})
+    if spec.engine_version:  # the release the line names (an image tag) before the installed one fills it in
+        workload = workload.model_copy(update={"serve_engine_version": spec.engine_version})
     try:
         if isinstance(facts.target.distributions, dict):
             spec, _ = with_installed(spec, facts.target.python or "the target python", dict(facts.target.distributions))

@@ -146,6 +146,9 @@ class ServeSpec(_M):
     n_gpu_layers: int | None = None
     cache_type_k: str | None = None
     cache_type_v: str | None = None
+    # llama.cpp -fa on|off|auto (a bare -fa: on), Ollama OLLAMA_FLASH_ATTENTION (on/off); None: not named, the engine's
+    # default (gguf_cache_types resolves it with the release)
+    flash_attn: Literal["on", "off", "auto"] | None = None
     swa_full: bool = False
     ubatch: int | None = None
     concurrency: int | None = None  # requests the user wants served at once at max_model_len
@@ -180,18 +183,59 @@ def _float(value: str, what: str, lo: float, hi: float) -> float:
     return f
 
 
-def _int(value: str, what: str) -> int:
+def _int(value: str, what: str, *, lowest: int = 0) -> int:
+    """A whole number >= ``lowest`` (0 unless the engine gives a smaller value a meaning, e.g. SGLang's -1)."""
     try:
         i = int(value)
     except ValueError:
         raise ServeInputError(f"{what} must be a whole number (got {value!r})") from None
-    if i < 0:
-        raise ServeInputError(f"{what} must not be negative (got {value!r})")
+    if i < lowest:
+        raise ServeInputError(f"{what} must be at least {lowest} (got {value!r})" if lowest else
+                              f"{what} must not be negative (got {value!r})")
     return i
 
 
+def _special(kind: str, val: str, flag: str) -> Any:
+    """Values an engine's own argument parser gives a meaning beyond a plain count; None is "the engine's default /
+    the model's own", as if the flag were not named.
+
+    - vLLM --max-model-len ``-1`` / ``auto`` (vllm/engine/arg_utils.py human_readable_int_or_auto): vLLM fits the
+      length to the KV memory; the plan models the model's own context (None), the longest vLLM could choose.
+    - llama.cpp -c ``0`` (common/arg.cpp: n_ctx 0 = the model's n_ctx_train): None, the model's trained context.
+    - llama.cpp -ngl: a negative number, ``auto`` (-1) or ``all`` (-2) in builds whose parser takes them: every
+      layer on the GPU (on a Spark the same pool), None.
+    - SGLang --chunked-prefill-size ``-1``: chunked prefill off; kept as -1, which SGLang's own reserve formula
+      reads as max(-1, 2048).
+    """
+    v = val.strip().lower()
+    if kind == "size_auto":
+        return None if v in ("-1", "auto") else parse_size(val, flag)
+    if kind == "ctx0":
+        return None if v == "0" else parse_size(val, flag)
+    if kind == "ngl":
+        if v in ("auto", "all"):
+            return None
+        n = _int(val, flag, lowest=-(2**31))
+        return None if n < 0 else n
+    return _int(val, flag, lowest=-1)  # "int_or_off"
+
+
+def ollama_uint(value: str, what: str) -> int | None:
+    """An ``OLLAMA_*`` count as Ollama reads it (envconfig/config.go ``Uint``: strconv.ParseUint(s, 10, 64)): plain
+    decimal digits only. Anything else ("8k", "8192.0", "-1") Ollama logs as "invalid environment variable, using
+    default" and ignores, so the plan refuses it rather than read a number Ollama would not. 0 is Ollama's own
+    default (None here)."""
+    v = value.strip()
+    if not re.fullmatch(r"[0-9]+", v):
+        raise ServeInputError(f"{what}={value!r} is not a plain whole number: Ollama (envconfig Uint, "
+                              "strconv.ParseUint) ignores it and uses its default; write the number of tokens, "
+                              "e.g. 8192")
+    n = int(v)
+    return n or None
+
+
 # flag -> (field, kind); underscores and dashes are the same flag (vLLM and SGLang accept both)
-_VLLM = {"--max-model-len": ("max_model_len", "size"), "--gpu-memory-utilization": ("gpu_memory_utilization", "frac"),
+_VLLM = {"--max-model-len": ("max_model_len", "size_auto"), "--gpu-memory-utilization": ("gpu_memory_utilization", "frac"),
          "--tensor-parallel-size": ("tensor_parallel", "int"), "-tp": ("tensor_parallel", "int"),
          "--pipeline-parallel-size": ("pipeline_parallel", "int"), "-pp": ("pipeline_parallel", "int"),
          "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--max-num-seqs": ("max_num_seqs", "int"),
@@ -214,14 +258,18 @@ _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
            "--max-running-requests": ("max_num_seqs", "int"), "--quantization": ("quantization", "str"),
-           "--chunked-prefill-size": ("max_num_batched_tokens", "int"), "--max-total-tokens": ("kv_max_tokens", "int")}
-_LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "size"), "--ctx-size": ("ctx_size", "size"),
-          "-ngl": ("n_gpu_layers", "int"), "--n-gpu-layers": ("n_gpu_layers", "int"), "--gpu-layers": ("n_gpu_layers", "int"),
+           "--chunked-prefill-size": ("max_num_batched_tokens", "int_or_off"), "--max-total-tokens": ("kv_max_tokens", "int")}
+_LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "ctx0"), "--ctx-size": ("ctx_size", "ctx0"),
+          "-ngl": ("n_gpu_layers", "ngl"), "--n-gpu-layers": ("n_gpu_layers", "ngl"), "--gpu-layers": ("n_gpu_layers", "ngl"),
           "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
           "--cache-type-k": ("cache_type_k", "str"), "-ctv": ("cache_type_v", "str"), "--cache-type-v": ("cache_type_v", "str"),
           "--swa-full": ("swa_full", "flag"), "-ub": ("ubatch", "int"), "--ubatch-size": ("ubatch", "int"),
-          "-hf": ("model", "str"), "--hf-repo": ("model", "str"), "-kvu": ("kv_unified", "flag"),
-          "--kv-unified": ("kv_unified", "flag"), "--no-kv-unified": ("kv_unified", "noflag")}
+          "-hf": ("model", "str"), "--hf-repo": ("model", "str"), "-fa": ("flash_attn", "fa"),
+          "--flash-attn": ("flash_attn", "fa"), "-kvu": ("kv_unified", "flag"), "--kv-unified": ("kv_unified", "flag"),
+          "--no-kv-unified": ("kv_unified", "noflag")}
+# -fa's values (common/arg.cpp: on|off|auto; older builds a switch); ParseBool's words as Ollama reads them
+_FA_WORDS = {"on": "on", "off": "off", "auto": "auto", "1": "on", "0": "off", "true": "on", "false": "off",
+             "enabled": "on", "disabled": "off"}
 _TRTLLM = {"--model": ("model", "str"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "frac"),
            "--max-num-tokens": ("max_num_batched_tokens", "size"), "--max-batch-size": ("max_batch_size", "int"),
@@ -283,6 +331,15 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
                     spec[fld] = kind == "flag"
                     i += 1
                     continue
+                if kind == "fa":  # llama.cpp -fa [on|off|auto]: a value when one follows, a bare -fa (older builds) is on
+                    word = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+                    if not eq and word.lower() in _FA_WORDS:
+                        i += 1
+                    if eq and val.lower() not in _FA_WORDS:
+                        raise ServeInputError(f"{flag} must be on, off or auto (got {val!r})")
+                    spec[fld] = _FA_WORDS.get(word.lower(), "on")
+                    i += 1
+                    continue
                 if not eq:
                     if i + 1 >= len(args):
                         raise ServeInputError(f"{flag} needs a value")
@@ -311,11 +368,14 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
     ignored += positional
     if eng == "ollama":
         if "OLLAMA_NUM_PARALLEL" in env:
-            spec["parallel"] = _int(env["OLLAMA_NUM_PARALLEL"], "OLLAMA_NUM_PARALLEL")
+            spec["parallel"] = ollama_uint(env["OLLAMA_NUM_PARALLEL"], "OLLAMA_NUM_PARALLEL")
         if "OLLAMA_CONTEXT_LENGTH" in env:
-            spec["ctx_size"] = parse_size(env["OLLAMA_CONTEXT_LENGTH"], "OLLAMA_CONTEXT_LENGTH")
+            spec["ctx_size"] = ollama_uint(env["OLLAMA_CONTEXT_LENGTH"], "OLLAMA_CONTEXT_LENGTH")
         if "OLLAMA_KV_CACHE_TYPE" in env:
             spec["cache_type_k"] = spec["cache_type_v"] = env["OLLAMA_KV_CACHE_TYPE"].lower()
+        if env.get("OLLAMA_FLASH_ATTENTION", "").strip():  # envconfig: strconv.ParseBool, an unparsable value is true
+            off = env["OLLAMA_FLASH_ATTENTION"].strip().strip("\"'") in ("0", "f", "F", "false", "FALSE", "False")
+            spec["flash_attn"] = "off" if off else "on"
     if eng == "llama.cpp" and spec.get("model", "").endswith(".gguf"):
         spec["gguf_path"] = spec["model"]
     spec["ignored"] = ignored
@@ -408,6 +468,8 @@ def _convert(val: str, kind: str, flag: str) -> Any:
         return parse_mm_limits(val, flag)
     if kind == "connector":
         return _connector(val)
+    if kind in ("size_auto", "ctx0", "ngl", "int_or_off"):
+        return _special(kind, val, flag)
     if kind == "size":
         return parse_size(val, flag)
     if kind == "int":
@@ -415,6 +477,74 @@ def _convert(val: str, kind: str, flag: str) -> Any:
     if kind == "frac":
         return _float(val, flag, 0.0, 1.0)
     return val
+
+
+_UNQUANTIZED = ("f16", "bf16", "f32")
+
+
+def _ollama_architecture(model: str | None) -> str:
+    """The GGUF architecture an Ollama library name stands for, as a key of the lists in engines.yaml (``qwen3:8b`` ->
+    qwen3, ``gpt-oss:20b`` -> gptoss); letters and digits only."""
+    name = (model or "").rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    name = engine_value("ollama", "kv_cache_type")["library_architectures"].get(name, name)
+    return re.sub(r"[^a-z0-9]", "", name)
+
+
+def gguf_cache_types(spec: ServeSpec) -> tuple[str, str, str | None]:
+    """The K and V cache types llama.cpp / Ollama actually allocate for this launch, and a note when the requested
+    type is not the one used (None: as asked). Raises ServeInputError when the engine will not start with it
+    (llama.cpp: a quantized V cache with flash attention off). Rules and sources: engines.yaml
+    llama.cpp.flash_attention and ollama.kv_cache_type."""
+    from sparkops.core.releases import at_least, release
+
+    k = (spec.cache_type_k or "f16").lower()
+    v = (spec.cache_type_v or "f16").lower()  # llama.cpp: -ctv defaults to f16 whatever -ctk (common/common.h)
+    if k in _UNQUANTIZED and v in _UNQUANTIZED:
+        return k, v, None
+    fa = spec.flash_attn
+    if spec.engine == "ollama":
+        d = engine_value("ollama", "kv_cache_type")
+        ver = release(spec.engine_version)
+        if not at_least(ver, str(d["needs_flash_attention_until"])):
+            if fa is None:  # unset: on by default for the listed architectures (0.11.8 on), else off
+                rows = [r for r in d["default_flash_attention_by_architecture"] if at_least(ver, str(r["since"]))]
+                listed = max(rows, key=lambda r: release(str(r["since"])))["architectures"] if rows else []
+                fa = "on" if _ollama_architecture(spec.model) in {re.sub(r"[^a-z0-9]", "", a) for a in listed} else "off"
+            if fa == "off":
+                return "f16", "f16", (f"OLLAMA_KV_CACHE_TYPE={k} is not used: Ollama {spec.engine_version} passes a "
+                                      "quantized cache type only with flash attention on (OLLAMA_FLASH_ATTENTION=1, or "
+                                      "on by default for this model's architecture in later releases) and keeps f16; "
+                                      "the KV cache is planned at f16")
+            return k, v, None
+        fa = fa or "auto"  # 0.30 on: llama-server --flash-attn on|off|auto (auto where the GPU supports it)
+    else:
+        fa = fa or str(engine_value("llama.cpp", "flash_attention")["default"])
+    if fa == "off" and v not in _UNQUANTIZED:
+        what = "OLLAMA_FLASH_ATTENTION=0" if spec.engine == "ollama" else "-fa off"
+        raise ServeInputError(f"{spec.engine} will not start: a quantized V cache ({v}) with flash attention off "
+                              f"({what}) is refused by llama.cpp (src/llama-context.cpp: 'quantized V cache was "
+                              "requested, but this requires Flash Attention'); turn flash attention on or auto, or "
+                              "keep the V cache f16")
+    return k, v, None
+
+
+def engine_fields(engine: str, *, context: int | None = None, cache_type: str | None = None) -> dict[str, Any]:
+    """The ServeSpec fields that hold "context per request" and "KV cache type" for this engine: the one mapping
+    the CLI's --max-model-len / --kv-cache-dtype, the MCP tool's max_model_len / kv_cache_dtype and free text's
+    "32k context" go through. vLLM, SGLang and TensorRT-LLM: max_model_len / kv_cache_dtype; llama.cpp and Ollama:
+    ctx_size (-c, num_ctx) and cache_type_k = cache_type_v (-ctk/-ctv, OLLAMA_KV_CACHE_TYPE), where ``auto`` is the
+    engine's default (f16). Only what is given is returned."""
+    out: dict[str, Any] = {}
+    gguf = engine in ("llama.cpp", "ollama")
+    if context is not None:
+        out["ctx_size" if gguf else "max_model_len"] = context
+    if cache_type is not None:
+        if gguf:
+            t = cache_type.strip().lower()
+            out["cache_type_k"] = out["cache_type_v"] = None if t == "auto" else t
+        else:
+            out["kv_cache_dtype"] = cache_type
+    return out
 
 
 def looks_like_command(text: str) -> bool:
@@ -557,12 +687,9 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
         if pooled:  # "an embedding server", "a reranker": vLLM's --runner pooling (a reranker: --convert classify)
             kw["runner"] = "pooling"
             kw["convert"] = "classify" if "rerank" in pooled.group(0) else "embed"
-    if eng in ("vllm", "sglang", "trtllm"):
-        kw["max_model_len"] = ctx or w.seq_len
-    else:
-        kw["ctx_size"] = ctx or w.seq_len
-        if users:
-            kw["parallel"] = users
+    kw.update(engine_fields(eng, context=ctx or w.seq_len))
+    if eng in ("llama.cpp", "ollama") and users:
+        kw["parallel"] = users
     if model is None:
         # a size alone ("70b") is not a model to serve: the shape decides the KV cache
         raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "

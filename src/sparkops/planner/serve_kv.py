@@ -16,6 +16,7 @@ from sparkops.planner.serve_engines import (
     engine_value,
     engines_knowledge,
     format_from_name,
+    gguf_cache_types,
     gguf_type_from_name,
 )
 from sparkops.planner.serve_shape import (
@@ -104,8 +105,8 @@ _KV_BYTES = {"auto": 2.0, "bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 
 def kv_dtype_bytes(spec: ServeSpec) -> float:
     if spec.engine in ("llama.cpp", "ollama"):
         table = engine_value("llama.cpp", "cache_type_bytes")
-        k = table.get((spec.cache_type_k or "f16").lower())
-        v = table.get((spec.cache_type_v or spec.cache_type_k or "f16").lower())
+        kt, vt, _ = gguf_cache_types(spec)  # what the engine allocates (Ollama may drop a quantized type)
+        k, v = table.get(kt), table.get(vt)
         if k is None or v is None:
             raise ServeInputError(f"unknown cache type {spec.cache_type_k or spec.cache_type_v!r}; known: {', '.join(table)}")
         return (k + v) / 2
