@@ -161,3 +161,22 @@ def test_tensor_parallel_beyond_one_spark_is_planned_per_node_and_says_so() -> N
     # a target that names a GPU kind, not a host, says nothing of the count
     h200 = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B -tp 2", target="h200", offline=True)
     assert h200.machine.gpus is None and not any("GPUs (TP" in n for n in h200.notes)
+
+
+# ---------------------------------------------------------------- --max-model-len auto
+
+
+def test_auto_length_is_cut_to_the_pool_not_refused() -> None:
+    """v1/core/kv_cache_utils.py _auto_fit_max_model_len: -1 / auto binary-searches the longest length the pool holds;
+    the same line with the model's own length (no flag) does not fit one request."""
+    fixed = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.15")
+    assert fixed.verdict == "does-not-fit" and fixed.kv.fits_max_model_len is False
+    for word in ("auto", "-1"):
+        auto = _plan(f"vllm serve Qwen/Qwen3-8B --max-model-len {word} --gpu-memory-utilization 0.15")
+        assert auto.spec.max_model_len_auto and auto.verdict != "does-not-fit"
+        assert auto.kv.fits_max_model_len is True
+        assert auto.kv.request_gib == pytest.approx(auto.kv.available_gib, rel=0.01)  # one request takes the pool
+        assert any("cuts the length to about" in n and f"{fixed.kv.max_model_len_fitting:,}" in n for n in auto.notes)
+    roomy = _plan("vllm serve Qwen/Qwen3-8B --max-model-len auto --gpu-memory-utilization 0.5")
+    assert any("full 40,960 tokens fit" in n for n in roomy.notes)
+    assert not parse_command("vllm serve Qwen/Qwen3-8B --max-model-len 8192").max_model_len_auto

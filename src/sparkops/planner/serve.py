@@ -1495,6 +1495,18 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             else:
                 hi = mid - 1
         longest = lo
+    len_note = None
+    if spec.engine == "vllm" and spec.max_model_len_auto and req is not None and longest is not None:
+        # --max-model-len auto / -1: vLLM takes the model's length where the pool holds one request of it, else the
+        # longest it holds (v1/core/kv_cache_utils.py _auto_fit_max_model_len, a binary search on the KV budget)
+        if fits_len is False:
+            len_note = (f"--max-model-len auto: the model's {mml:,} tokens do not fit the pool, so vLLM cuts the length "
+                         f"to about {longest:,} tokens ('Auto-fit max_model_len: reduced from {mml} to ...')")
+            mml = longest
+            req = _req(mml) / GIB
+            conc, fits_len = (round(pool / req, 2) if req and pool else None), True
+        else:
+            len_note = f"--max-model-len auto: the model's full {mml:,} tokens fit the pool, vLLM keeps them"
     if gguf is not None and pool is not None:
         # llama.cpp / Ollama allocate the cells the flags ask for: a slot always holds a request of its own length,
         # the slots at that length are what the engine serves at once, and no slot runs past it (comparing bytes
@@ -1526,6 +1538,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         notes.append(st_note)
     if auto_note:
         notes.append(auto_note)
+    if len_note:
+        notes.append(len_note)
     flag_note = vllm_pooling_flag_note(typed) if spec.engine == "vllm" else None
     if flag_note:
         notes.append(flag_note)

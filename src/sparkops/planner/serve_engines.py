@@ -142,6 +142,9 @@ class ServeSpec(_M):
     entrypoint: str | None = None  # vLLM: "serve" (the OpenAI server, default) or "llm" (the offline LLM class)
     ctx_size: int | None = None  # llama.cpp -c (total cells); Ollama num_ctx per sequence
     parallel: int | None = None  # llama.cpp -np; OLLAMA_NUM_PARALLEL
+    # vLLM --max-model-len auto / -1: the engine binary-searches the longest length the KV pool holds
+    # (v1/core/kv_cache_utils.py _auto_fit_max_model_len) instead of the model's own
+    max_model_len_auto: bool = False
     kv_unified: bool | None = None  # llama.cpp -kvu / --kv-unified (--no-kv-unified); None: llama-server decides
     n_gpu_layers: int | None = None
     cache_type_k: str | None = None
@@ -349,6 +352,8 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
                     spec.update(parse_speculative_config(val, flag))
                 else:
                     spec[fld] = _convert(val, kind, flag)
+                    if kind == "size_auto":  # -1 / auto: vLLM fits the length to the pool (ServeSpec.max_model_len_auto)
+                        spec["max_model_len_auto"] = spec[fld] is None
             elif flag in _BOOL_NOARG or eq:
                 ignored.append(tok)
             else:
