@@ -217,7 +217,25 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             rows.append(_num(rid, "K GiB given tokens", k_pred, obs["k_gib"]))
         if rec["engine"] in ("llama.cpp", "ollama") and "kv_mib" in obs:
             rows.append(_num(rid, "KV MiB (end to end)", res.kv.available_gib * 1024, obs["kv_mib"]))
+        if rec["engine"] in ("llama.cpp", "ollama"):
+            rows.extend(_gguf_slot_rows(rid, obs, shape, spec, res))
     return rows, skipped
+
+
+def _gguf_slot_rows(rid: str, obs: dict, shape, spec: ServeSpec, res) -> list[dict]:
+    """llama.cpp's own slot layout as `llama_context` prints it: n_seq_max (the slots) against the plan's slot count
+    (serve._gguf_kv_cells), and n_ctx_seq / n_ctx_per_seq (the cells one sequence may use) against the plan's longest
+    request (kv.max_model_len_fitting). Both are counts the engine sets from the flags: equal or not."""
+    out = []
+    if "n_seq_max" in obs:
+        pred = serve._gguf_kv_cells(shape, spec).slots
+        out.append({"id": rid, "what": "slots (n_seq_max)", "pred": pred, "obs": obs["n_seq_max"],
+                    "ok": pred == obs["n_seq_max"], "note": ""})
+    if "n_ctx_seq" in obs:
+        pred = res.kv.max_model_len_fitting
+        out.append({"id": rid, "what": "per-slot context (n_ctx_seq)", "pred": pred, "obs": obs["n_ctx_seq"],
+                    "ok": pred == obs["n_ctx_seq"], "note": ""})
+    return out
 
 
 def _unpredicted(rec: dict, obs: dict) -> list[dict]:
@@ -243,6 +261,9 @@ def _unpredicted(rec: dict, obs: dict) -> list[dict]:
                     "note": "not predicted"})
     if obs.get("kv_lines") == "none":
         out.append({"id": rid, "what": "no KV pool", "pred": None, "obs": True, "ok": False, "note": "not predicted"})
+    for key, what in (("n_seq_max", "slots (n_seq_max)"), ("n_ctx_seq", "per-slot context (n_ctx_seq)")):
+        if gguf and key in obs:
+            out.append({"id": rid, "what": what, "pred": None, "obs": obs[key], "ok": False, "note": "not predicted"})
     return out
 
 
@@ -295,13 +316,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="markdown file to write (default: print)")
     ap.add_argument("--title", default="Serving planner against real engine start-up logs")
+    ap.add_argument("--ids", default=None,
+                    help="comma-separated record ids to score (default: every record); a blind round scores its own")
     args = ap.parse_args()
     data = yaml.safe_load(LOGS.read_text())
-    rows, skipped = evaluate(data["records"])
+    records = data["records"]
+    if args.ids:
+        wanted = [i.strip() for i in args.ids.split(",") if i.strip()]
+        missing = sorted(set(wanted) - {r["id"] for r in records})
+        if missing:
+            ap.error(f"unknown record ids: {', '.join(missing)}")
+        records = [r for r in records if r["id"] in wanted]
+    rows, skipped = evaluate(records)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# {args.title}", "",
              f"Run {now} on {platform.node() or 'host'} ({platform.machine()}, Python {platform.python_version()}); "
-             f"{len(data['records'])} records from `tests/planner/serve_logs/logs.yaml` (v{data['version']}).",
+             f"{len(records)} records from `tests/planner/serve_logs/logs.yaml` (v{data['version']}).",
              "Predicted from model name, flags and GPU alone; \"given\" rows feed the engine's own number in.",
              "ok = within ±10 % (numbers) or equal (verdicts).", "",
              "| quantity | rows | ok | error |", "|---|---|---|---|", *summary(rows), "",
