@@ -90,13 +90,15 @@ def kv_mib_unbounded(rec: dict) -> float:
     """The plan's KV cache in MiB for a record on a machine too large to bind (1000 GiB total and free): what the
     engine's own cell / token arithmetic gives, whatever the log's GPU (llama.cpp's -c cells, q8_0 bytes, slots)."""
     m = serve.Machine(source="log", total_gib=1000.0, free_gib=1000.0, gpu_name=rec.get("gpu", ""))
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), spec_of(rec), m).kv.available_gib * 1024
+    spec = spec_of(rec)
+    return serve.plan_serve(serve.resolve_shape(spec.model), spec, m).kv.available_gib * 1024
 
 
 def plan_of(rec: dict, **update) -> serve.ServePlanResult:
     """A record predicted from its model name, flags and GPU alone, as the scorer predicts it; ``update`` changes the
     spec (a test's what-if)."""
-    return serve.plan_serve(serve.resolve_shape(rec["model"]), spec_of(rec).model_copy(update=update), machine_of(rec))
+    spec = spec_of(rec)
+    return serve.plan_serve(serve.resolve_shape(spec.model), spec.model_copy(update=update), machine_of(rec))
 
 
 def pct(pred: float, obs: float) -> float:
@@ -123,7 +125,7 @@ def evaluate(records: list[dict]) -> tuple[list[dict], list[str]]:
             rows.append({"id": rid, "what": "start check", "pred": pred, "obs": obs["start"],
                          "ok": pred == obs["start"], "note": f"free {obs['free_gib']} vs {requested:.2f} GiB"})
             continue
-        name = rec["model"]
+        name = spec.model or rec["model"]  # the spec's reading of the name (an Ollama library tag gains its size)
         try:
             shape = serve.resolve_shape(name)
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported

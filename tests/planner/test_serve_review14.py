@@ -180,3 +180,14 @@ def test_auto_length_is_cut_to_the_pool_not_refused() -> None:
     roomy = _plan("vllm serve Qwen/Qwen3-8B --max-model-len auto --gpu-memory-utilization 0.5")
     assert any("full 40,960 tokens fit" in n for n in roomy.notes)
     assert not parse_command("vllm serve Qwen/Qwen3-8B --max-model-len 8192").max_model_len_auto
+
+
+def test_an_ollama_library_name_without_a_tag_is_its_default_size() -> None:
+    d = engine_value("ollama", "library_default_tags")
+    assert parse_command("ollama run llama2").model == "llama2:7b" == f"llama2:{d['llama2']}"
+    assert parse_command("ollama run llama3.1").model == "llama3.1:8b"
+    assert parse_command("ollama run qwen3:30b").model == "qwen3:30b"  # a tag is kept
+    assert parse_command("ollama run hf.co/unsloth/Qwen3-8B-GGUF:Q8_0").model == "hf.co/unsloth/Qwen3-8B-GGUF:Q8_0"
+    assert ServeSpec(engine="ollama", model="gemma3").model == "gemma3:4b"
+    assert ServeSpec(engine="vllm", model="gemma3").model == "gemma3"  # an Ollama rule only
+    assert _plan("ollama run llama2").model.id == "llama-2-7b"

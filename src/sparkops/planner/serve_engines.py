@@ -15,7 +15,7 @@ from datetime import date
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkops.core.errors import InputError
 from sparkops.core.launch import VLLM_IMAGE, detect_engine, image_version
@@ -158,6 +158,14 @@ class ServeSpec(_M):
     gguf_path: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     ignored: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ollama_default_tag(self) -> ServeSpec:
+        """An Ollama library name without a tag is the library's default size (ollama_library_tag), for every path
+        that builds a spec: the launch-line parser, the CLI / MCP options, the log scorer."""
+        if self.engine == "ollama" and ollama_library_tag(self.model) != self.model:
+            self.model = ollama_library_tag(self.model)
+        return self
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
@@ -485,6 +493,15 @@ def _convert(val: str, kind: str, flag: str) -> Any:
 
 
 _UNQUANTIZED = ("f16", "bf16", "f32")
+
+
+def ollama_library_tag(model: str | None) -> str | None:
+    """`ollama run llama2` pulls llama2:latest, the library's default size: the name with that size's tag
+    (engines.yaml ollama.library_default_tags); any other name unchanged."""
+    if not model or ":" in model or "/" in model:
+        return model
+    size = engine_value("ollama", "library_default_tags").get(model.lower())
+    return f"{model}:{size}" if size else model
 
 
 def _ollama_architecture(model: str | None) -> str:
