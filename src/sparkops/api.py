@@ -261,7 +261,6 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     from sparkops.planner.serve_engines import (
         ServeSpec,
         engine_fields,
-        gguf_cache_types,
         spec_from_text,
         with_installed,
     )
@@ -280,7 +279,8 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
         updates["engine"] = engine
     # context per request and KV cache type land in the engine's own fields (llama.cpp/Ollama: -c, -ctk/-ctv)
     updates.update(engine_fields(updates.get("engine", spec.engine), context=updates.pop("max_model_len", None),
-                                 cache_type=updates.pop("kv_cache_dtype", None)))
+                                 cache_type=updates.pop("kv_cache_dtype", None),
+                                 slots=updates.get("parallel", spec.parallel), kv_unified=spec.kv_unified))
     spec = ServeSpec(**{**spec.model_dump(), **updates})
     hub = hub_access(offline)
     shape = serve.resolve_shape(spec.model, config=config, gguf=_existing(spec.gguf_path) or gguf, hub=hub)
@@ -293,9 +293,6 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
         else:
             spec, note = with_installed(spec, where, dists)
             said += [note] if note and python is not None else []  # a snapshot's training python: silent
-    if spec.engine in ("llama.cpp", "ollama"):  # a requested cache type the engine drops (Ollama without flash attention)
-        dropped = gguf_cache_types(spec)[2]
-        said += [dropped] if dropped else []
     jobs = [_beside_job(t, machine, kb, hub) for t in beside]
     drafter = serve.hub_drafter(spec, hub)  # None unless a drafter outside the catalog is named by a Hub id
     res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,

@@ -173,6 +173,10 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
         "target.distributions": {**load_facts_fixture(SPARK).target.distributions, "vllm": "0.10.1.1"}}),
         Workload(method="inference", components=["vllm"])),
     "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
+    # the serving planner's own refusal of the launch line (ServePlanResult.refusals), whatever memory is free
+    "G3.serve-launch-refused": lambda: ("G3", f(SPARK), Workload(
+        method="inference", components=["vllm"], estimated_peak_gb=20.0,
+        serve_refusals=["--max-model-len 131072 is beyond the 32,768 tokens the model's config allows"])),
     # a second vLLM capped at 0.5 is still loading (CUDA free still high): the 0.9 asked for passes the
     # start-up check now, but both shares together are more than the pool
     "G3.serve-share-over-reservations": lambda: ("G3", patch(meminfo(SPARK, MemFree=112.0, MemAvailable=113.0), {

@@ -191,3 +191,101 @@ def test_an_ollama_library_name_without_a_tag_is_its_default_size() -> None:
     assert ServeSpec(engine="ollama", model="gemma3").model == "gemma3:4b"
     assert ServeSpec(engine="vllm", model="gemma3").model == "gemma3"  # an Ollama rule only
     assert _plan("ollama run llama2").model.id == "llama-2-7b"
+
+
+# ---------------------------------------------------------------- the second review's findings
+
+
+def test_the_context_check_judges_only_a_config_of_the_models_own() -> None:
+    """A serving entry that borrows another model's shape (Qwen3-Coder-30B-A3B: native 262,144 tokens, shaped as
+    Qwen3-30B-A3B's 40,960) and a model outside the catalogs (a Hub read) are not judged: never a false refusal."""
+    res = _plan("vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct --max-model-len 131072 --gpu-memory-utilization 0.8")
+    assert not res.refusals and not any("beyond the" in n for n in res.notes)
+    shape = serve.resolve_shape("Qwen/Qwen3-8B")
+    assert serve.engine_max_len(shape, ServeSpec(engine="vllm", model="acme/yarn-128k")) is None
+    assert serve.engine_max_len(shape, ServeSpec(engine="vllm", model="Qwen/Qwen3-8B")) == 40960
+
+
+@pytest.mark.parametrize("override", ["--hf_overrides '{\"max_position_embeddings\": 131072}'",
+                                      "--hf-overrides.rope_scaling.factor 4",
+                                      "--hf-overrides={\"max_position_embeddings\":131072}"])
+def test_every_spelling_of_the_override_is_read(override: str) -> None:
+    res = _plan(f"vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 131072 {override} --gpu-memory-utilization 0.8")
+    assert not res.refusals, override
+
+
+def test_preflight_fails_g3_on_a_launch_line_the_engine_refuses() -> None:
+    from conftest import load_facts_fixture
+    from sparkops.facts.workload import parse_workload
+
+    def g3(line: str):
+        rep = api.build_report(load_facts_fixture("gb10_ngc_2509_healthy"), parse_workload(line), offline=True)
+        return rep, next(f for f in rep.findings if f.gotcha == "G3")
+
+    rep, bad = g3("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 131072 --gpu-memory-utilization 0.7")
+    assert bad.status == "fail" and "will not start" in bad.summary and "32,768 tokens" in bad.summary
+    assert rep.plan.verdict == "does-not-fit" and rep.workload.serve_refusals
+    _, good = g3("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 32768 --gpu-memory-utilization 0.7")
+    assert good.status != "fail" and "will not start" not in good.summary
+
+
+def test_a_context_per_request_becomes_cells_per_slot_on_llama_cpp() -> None:
+    res = _plan("serve qwen3-8b q4_k_m with llama.cpp, 32k context, 4 users")
+    assert res.spec.ctx_size == 4 * 32000 or res.spec.ctx_size == 4 * 32768
+    assert res.kv.max_model_len_fitting == res.spec.ctx_size // 4
+    cli = _plan("llama-server -m Qwen3-8B-Q4_K_M.gguf -np 4", max_model_len=32768)
+    assert cli.spec.ctx_size == 4 * 32768 and cli.kv.max_model_len_fitting == 32768
+    shared = _plan("llama-server -m Qwen3-8B-Q4_K_M.gguf -np 4 -kvu", max_model_len=32768)
+    assert shared.spec.ctx_size == 32768  # a unified cache: every slot may take all -c cells
+
+
+def test_ollama_reads_flash_attention_from_the_models_architecture() -> None:
+    """ollama 0.12.4+ turns flash attention on by default for qwen3 (engines.yaml): an hf.co name says nothing of the
+    architecture, the GGUF header or the config does."""
+    from sparkops.planner.serve_engines import gguf_cache_types
+
+    spec = ServeSpec(engine="ollama", model="hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M", engine_version="0.12.6",
+                     cache_type_k="q8_0", cache_type_v="q8_0")
+    assert gguf_cache_types(spec, "qwen3")[:2] == ("q8_0", "q8_0")
+    assert gguf_cache_types(spec)[:2] == ("f16", "f16")  # by name alone: not a listed architecture
+    tag = spec.model_copy(update={"model": "qwen3:8b"})
+    assert gguf_cache_types(tag)[:2] == ("q8_0", "q8_0")
+
+
+def test_a_dropped_cache_type_is_said_by_the_plan_itself() -> None:
+    """The note lives in plan_serve, so preflight's plan and the CLI / MCP say the same."""
+    spec = parse_command("OLLAMA_KV_CACHE_TYPE=q8_0 ollama run llama2").model_copy(update={"engine_version": "0.10.0"})
+    res = serve.plan_serve(serve.resolve_shape(spec.model), spec, serve.machine_from_target("dgx-spark", 0.0))
+    assert any("is not used" in n and "f16" in n for n in res.notes)
+
+
+def test_an_old_mainline_build_warns_about_flash_attention_and_still_plans() -> None:
+    res = _plan("llama-server -m Qwen3-8B-Q4_K_M.gguf -c 32768 -ctk q8_0 -ctv q8_0", engine_version="b5000")
+    assert any("older than the -fa auto default" in n for n in res.notes)
+    assert not any("older than the -fa auto default" in n
+                   for n in _plan("llama-server -m Qwen3-8B-Q4_K_M.gguf -c 32768 -ctk q8_0 -ctv q8_0 -fa",
+                                  engine_version="b5000").notes)
+
+
+def test_more_slots_than_cells_is_bad_input_not_a_traceback() -> None:
+    from sparkops.planner.serve_engines import ServeInputError
+
+    with pytest.raises(ServeInputError, match="n_ctx_seq == 0"):
+        _plan("llama-server -m Qwen3-8B-Q4_K_M.gguf -c 4 -np 8")
+
+
+@pytest.mark.parametrize(("named", "build"), [("b7342", 7342), ("b5622 (97340b4c)", 5622),
+                                               ("version: 7342 (96ac5a2)", 7342), ("5622", 5622),
+                                               ("server-cuda-b5000", 5000), ("ik_llama.cpp fork, build 3933", 0),
+                                               ("not stated (a 2026 build)", None), (None, None)])
+def test_llama_cpp_build_readings(named: str | None, build: int | None) -> None:
+    from sparkops.planner.serve_engines import llama_cpp_build
+
+    assert llama_cpp_build(ServeSpec(engine="llama.cpp", engine_version=named)) == build
+
+
+def test_the_multi_gpu_note_speaks_of_sparks_only_on_a_spark() -> None:
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B -tp 2 --gpu-memory-utilization 0.5",
+                         facts="tests/fixtures/facts/h200_generic.json", offline=True)
+    note = next(n for n in res.notes if "asks for 2 GPUs" in n)
+    assert "this host has 1" in note and "Spark" not in note and "ConnectX" not in note

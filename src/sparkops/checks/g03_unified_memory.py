@@ -28,7 +28,10 @@ def _gib(b: float) -> float:
 
 
 def _fit(ctx: CheckContext, budget: float | None, fails: list[Reason], warns: list[Reason]) -> None:
-    """The planned workload's estimated peak (load transient included upstream) against the budget."""
+    """The planned workload's estimated peak (load transient included upstream) against the budget; a server the
+    serving planner says its engine refuses as launched fails whatever the budget (ServePlanResult.refusals)."""
+    for why in ctx.workload.serve_refusals:
+        fails.append(reason("G3.serve-launch-refused", why=why))
     peak_gb = ctx.workload.estimated_peak_gb  # GB = 1e9 bytes (the planner's unit); the budget is GiB
     if peak_gb is None or budget is None:
         return

@@ -48,6 +48,9 @@ class Workload(BaseModel):
     # the engine release that launch line names (vLLM: a vllm/vllm-openai image tag), which G3's start-up check judges;
     # None: the line names none, G3 falls back to the release installed in the target
     serve_engine_version: str | None = None
+    # what the serving planner says the engine itself refuses at start for this launch line (ServePlanResult.refusals:
+    # a context beyond the model's config, a KV pool that holds no request); G3 reports them
+    serve_refusals: list[str] = Field(default_factory=list)
     unparsed: list[str] = Field(default_factory=list)
 
     @property

@@ -32,8 +32,11 @@ from sparkops.core.units import GIB
 from sparkops.planner.serve_engines import (
     ServeInputError,
     ServeSpec,
+    _norm_flag,
     engine_value,
     engines_knowledge,
+    gguf_cache_types,
+    llama_cpp_build,
 )
 from sparkops.planner.serve_kv import (  # noqa: F401 - serve's API: weights and the KV cache
     _UNSET,
@@ -45,6 +48,7 @@ from sparkops.planner.serve_kv import (  # noqa: F401 - serve's API: weights and
     catalog_draft_model,
     drafter_kv_layers,
     drafter_shape,
+    gguf_arch,
     hub_drafter,
     hybrid_tokens_per_group,
     kv_bytes_per_token,
@@ -257,6 +261,10 @@ class ServePlanResult(_M):
     notes: list[str] = Field(default_factory=list)
     uncertainties: list[Uncertainty] = Field(default_factory=list)  # terms the inputs cannot show, with ranges
     two_sparks: dict[str, str] = Field(default_factory=dict)
+    # what the engine itself refuses at start for this launch line on this machine, beside its free-memory check: a
+    # context beyond the model's config, no KV memory, a pool that holds no request of max_model_len (also among the
+    # notes); preflight's G3 reports them
+    refusals: list[str] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------ engine accounting
@@ -1221,13 +1229,14 @@ def engine_max_len(shape: ServeShape, spec: ServeSpec) -> int | None:
     env = c["override_env"].get(spec.engine)
     if env is None or spec.env.get(env, "").lower() in ("1", "true", "yes"):
         return None
-    if any(i.split()[0].split("=")[0] in c["override_flags"] for i in spec.ignored if i.startswith("--")):
+    # --hf-overrides, --hf_overrides=..., --hf-overrides.rope_scaling.factor 4: vLLM's parser reads all of them
+    written = {_norm_flag(re.split(r"[=.\s]", i, maxsplit=1)[0]) for i in spec.ignored if i.startswith("--")}
+    if written & set(c["override_flags"]):
         return None
-    from sparkops.planner import architecture
-
-    cfg = getattr(architecture._lookup(spec.model), "config", None) if spec.model else None
-    cfg = cfg if isinstance(cfg, dict) else {}
-    length = cfg.get("max_position_embeddings") or shape.context_train
+    cfg = _own_config(spec.model)
+    if cfg is None:  # no config of the model's own (a Hub read, a copied shape): not judged, never a guess
+        return None
+    length = cfg.get("max_position_embeddings")
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if not isinstance(length, int) or length <= 0:
         return None
@@ -1240,22 +1249,29 @@ def engine_max_len(shape: ServeShape, spec: ServeSpec) -> int | None:
     return length
 
 
+def _own_config(model: str | None) -> dict[str, Any] | None:
+    """The model's own config.json as a catalog keeps it (the training catalog, or a serving entry with a config of
+    its own, not one that borrows another model's shape); None otherwise."""
+    if not model:
+        return None
+    from sparkops.planner import architecture
+
+    cfg = getattr(architecture._lookup(model), "config", None)
+    if isinstance(cfg, dict):
+        return cfg
+    key = model.strip().lower()
+    for e in engines_knowledge().models:
+        if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
+            return e.config if isinstance(e.config, dict) and not e.same_as else None
+    return None
+
+
 class GgufSlots(NamedTuple):
     """How llama.cpp / Ollama lay out the KV cells of one launch line."""
     cells: int  # KV cells of a full-attention layer, all slots together (-c; Ollama num_ctx x parallel)
     swa_cells: int  # cells a sliding-window layer keeps, all streams together
     slots: int  # sequences served at once (-np; OLLAMA_NUM_PARALLEL)
     slot_cells: int  # the longest request one slot holds: all cells where the slots share one stream
-
-
-def llama_cpp_build(spec: ServeSpec) -> int | None:
-    """The llama.cpp build a launch line names ("b7342", "b5622 (97340b4c)"); 0 for an ik_llama.cpp fork build (its
-    numbers are its own: it counts as older than every boundary); None when unnamed (the current build)."""
-    v = (spec.engine_version or "").lower()
-    if "ik_llama" in v:
-        return 0
-    m = re.search(r"\bb(\d{3,6})\b", v)
-    return int(m.group(1)) if m else None
 
 
 def llama_server_slots(spec: ServeSpec) -> tuple[int, bool, bool]:
@@ -1286,6 +1302,9 @@ def _gguf_kv_cells(shape: ServeShape, spec: ServeSpec) -> GgufSlots:
         cells = spec.ctx_size or (shape.context_train or int(engine_value("llama.cpp", "default_ctx")))
         seqs, one_stream, whole = llama_server_slots(spec)
         slot_cells = cells if whole else cells // seqs
+        if slot_cells <= 0:  # llama-context.cpp throws "n_ctx_seq == 0"
+            raise ServeInputError(f"-np {seqs} slots share -c {cells} cells: each gets none and llama.cpp refuses to "
+                                  "start (n_ctx_seq == 0); give -c at least -np cells (or -kvu)")
     swa = cells
     if shape.sliding_layers and shape.sliding_window and not spec.swa_full:
         keep = ollama_swa_memory(shape, spec)
@@ -1431,7 +1450,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if fmt.startswith("gguf:") and spec.engine == "llama.cpp" and spec.n_gpu_layers is not None \
             and spec.n_gpu_layers < shape.layers:
         wdetail += f"; -ngl {spec.n_gpu_layers} of {shape.layers} layers on the GPU (same pool on a Spark)"
-    kvb = kv_dtype_bytes(spec)
+    kvb = kv_dtype_bytes(spec, shape)
     tp = spec.tensor_parallel if spec.engine in ("vllm", "sglang", "trtllm") else 1
     # vLLM's token model (hybrid layout, drafter, MTP layers), built once per plan and passed on
     tm = None
@@ -1540,6 +1559,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         notes.append(auto_note)
     if len_note:
         notes.append(len_note)
+    if spec.engine in ("llama.cpp", "ollama"):  # a requested cache type the engine drops (Ollama without flash attention)
+        dropped = gguf_cache_types(spec, gguf_arch(shape))[2]
+        notes += [dropped] if dropped else []
     flag_note = vllm_pooling_flag_note(typed) if spec.engine == "vllm" else None
     if flag_note:
         notes.append(flag_note)
@@ -1551,15 +1573,17 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     # that did start sit on both sides of that median)
     limit = engine_max_len(shape, spec) if spec.engine in ("vllm", "sglang") and spec.max_model_len else None
     too_long = limit is not None and spec.max_model_len is not None and spec.max_model_len > limit
+    refusals: list[str] = []  # the engine's own refusals (ServePlanResult.refusals): also in bad, in this order
     if too_long:
         flag, env, override = (("--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "--hf-overrides")
                                if spec.engine == "vllm" else
                                ("--context-length", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
                                 "--json-model-override-args"))
-        bad.append(f"{flag} {spec.max_model_len} is beyond the {limit:,} tokens the model's config allows "
-                   f"(max_position_embeddings and its rope scaling): {spec.engine} refuses to start; "
-                   + ("an encoder's learned positions end there" if kv_none else
-                      f"extend it with rope scaling ({override}) or set {env}=1 if the model really runs longer"))
+        refusals.append(f"{flag} {spec.max_model_len} is beyond the {limit:,} tokens the model's config allows "
+                        f"(max_position_embeddings and its rope scaling): {spec.engine} refuses to start; "
+                        + ("an encoder's learned positions end there" if kv_none else
+                           f"extend it with rope scaling ({override}) or set {env}=1 if the model really runs longer"))
+        bad.append(refusals[-1])
     fitted = p.overheads.get("fitted_non_kv", 0.0)
     kv_short = pool is not None and (pool <= 0 or fits_len is False)
     by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
@@ -1570,9 +1594,11 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                      f"ranged {float(seen_gb10['min']):g}-{float(seen_gb10['max']):g} GiB) leaves "
                      f"{pool:.2f} GiB; pin the pool with --kv-cache-memory, or raise the share")
     elif pool is not None and pool <= 0 and not too_long:
-        bad.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
+        refusals.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
+        bad.append(refusals[-1])
     elif fits_len is False and not too_long:
-        bad.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
+        refusals.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
+        bad.append(refusals[-1])
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
     pinned = spec.engine == "vllm" and bool(spec.kv_cache_memory_bytes)  # not bounded by its share (vllm_footprint)
@@ -1669,12 +1695,15 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if machine.gpus is not None and world > machine.gpus:
         # planned per GPU, as a cluster of such hosts would run it (issue 20's two Sparks); this host alone cannot
         info_2 = kbe.engines[spec.engine].two_sparks
-        keys = ("tensor_parallel", "pipeline_parallel") + (("g10",) if machine.unified else ())
-        how = "; ".join(f"{k.replace('_', ' ').replace('g10', 'G10')}: {info_2[k]}" for k in keys if k in info_2)
-        host = "this Spark has 1" if machine.unified else f"this host has {machine.gpus}"
-        notes.insert(0, f"the line asks for {world} GPUs (TP {spec.tensor_parallel} x PP {spec.pipeline_parallel}) and "
-                        f"{host}: the plan is per GPU of {-(-world // max(1, machine.gpus))} such hosts; on this one alone "
-                        f"{spec.engine} refuses to start (fewer GPUs than its world size). Across nodes: {how}")
+        hosts = -(-world // max(1, machine.gpus))
+        head = (f"the line asks for {world} GPUs (TP {spec.tensor_parallel} x PP {spec.pipeline_parallel}) and "
+                f"{'this Spark has 1' if machine.unified else f'this host has {machine.gpus}'}: the plan is per GPU of "
+                f"{hosts} such hosts; on this one alone {spec.engine} refuses to start (fewer GPUs than its world size)")
+        if machine.unified:  # the two-Spark modes over ConnectX-7 (engines.yaml two_sparks)
+            how = "; ".join(f"{k.replace('_', ' ').replace('g10', 'G10')}: {info_2[k]}"
+                            for k in ("tensor_parallel", "pipeline_parallel", "g10") if k in info_2)
+            head += f". Across Sparks: {how}"
+        notes.insert(0, head)
     if spec.ignored:
         notes.append("not used for memory: " + " ".join(spec.ignored[:8]) + (" ..." if len(spec.ignored) > 8 else ""))
     info = kbe.engines[spec.engine]
@@ -1686,4 +1715,4 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
         budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
         suggestions=sugg, notes=notes, uncertainties=list(p.uncertainties),
-        two_sparks=dict(info.two_sparks))
+        two_sparks=dict(info.two_sparks), refusals=refusals)

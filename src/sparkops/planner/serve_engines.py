@@ -512,11 +512,23 @@ def _ollama_architecture(model: str | None) -> str:
     return re.sub(r"[^a-z0-9]", "", name)
 
 
-def gguf_cache_types(spec: ServeSpec) -> tuple[str, str, str | None]:
+def llama_cpp_build(spec: ServeSpec) -> int | None:
+    """The llama.cpp build a launch line or --engine-version names ("b7342", "b5622 (97340b4c)", llama-server
+    --version's "version: 7342 (96ac5a2)", a bare "7342", an image tag "server-cuda-b5000"); 0 for an ik_llama.cpp fork
+    build (its numbers are its own: older than every mainline boundary); None when unnamed (the current build)."""
+    v = (spec.engine_version or "").lower()
+    if "ik_llama" in v:
+        return 0
+    m = re.search(r"(?:\bb|version:?\s*|^)(\d{3,6})\b", v.strip())
+    return int(m.group(1)) if m else None
+
+
+def gguf_cache_types(spec: ServeSpec, architecture: str | None = None) -> tuple[str, str, str | None]:
     """The K and V cache types llama.cpp / Ollama actually allocate for this launch, and a note when the requested
     type is not the one used (None: as asked). Raises ServeInputError when the engine will not start with it
-    (llama.cpp: a quantized V cache with flash attention off). Rules and sources: engines.yaml
-    llama.cpp.flash_attention and ollama.kv_cache_type."""
+    (llama.cpp: a quantized V cache with flash attention off). ``architecture``: the model's own (a GGUF header's
+    general.architecture, a config's model_type) where known; else read from an Ollama library name. Rules and
+    sources: engines.yaml llama.cpp.flash_attention and ollama.kv_cache_type."""
     from sparkops.core.releases import at_least, release
 
     k = (spec.cache_type_k or "f16").lower()
@@ -531,7 +543,8 @@ def gguf_cache_types(spec: ServeSpec) -> tuple[str, str, str | None]:
             if fa is None:  # unset: on by default for the listed architectures (0.11.8 on), else off
                 rows = [r for r in d["default_flash_attention_by_architecture"] if at_least(ver, str(r["since"]))]
                 listed = max(rows, key=lambda r: release(str(r["since"])))["architectures"] if rows else []
-                fa = "on" if _ollama_architecture(spec.model) in {re.sub(r"[^a-z0-9]", "", a) for a in listed} else "off"
+                arch = re.sub(r"[^a-z0-9]", "", architecture.lower()) if architecture else _ollama_architecture(spec.model)
+                fa = "on" if arch in {re.sub(r"[^a-z0-9]", "", a) for a in listed} else "off"
             if fa == "off":
                 return "f16", "f16", (f"OLLAMA_KV_CACHE_TYPE={k} is not used: Ollama {spec.engine_version} passes a "
                                       "quantized cache type only with flash attention on (OLLAMA_FLASH_ATTENTION=1, or "
@@ -540,7 +553,15 @@ def gguf_cache_types(spec: ServeSpec) -> tuple[str, str, str | None]:
             return k, v, None
         fa = fa or "auto"  # 0.30 on: llama-server --flash-attn on|off|auto (auto where the GPU supports it)
     else:
-        fa = fa or str(engine_value("llama.cpp", "flash_attention")["default"])
+        d = engine_value("llama.cpp", "flash_attention")
+        build = llama_cpp_build(spec)
+        if fa is None and build is not None and 0 < build < int(d["auto_since_build"]) and v not in _UNQUANTIZED:
+            # an older build's -fa is a switch, off unless named: a warning, not a refusal (the boundary is
+            # approximate and forks number their builds their own way)
+            return k, v, (f"llama.cpp build {build} is older than the -fa auto default (about b{d['auto_since_build']}): "
+                          f"such builds keep flash attention off unless -fa is named, and refuse a quantized V cache "
+                          f"({v}) without it; add -fa (this plan assumes flash attention is on)")
+        fa = fa or str(d["default"])
     if fa == "off" and v not in _UNQUANTIZED:
         what = "OLLAMA_FLASH_ATTENTION=0" if spec.engine == "ollama" else "-fa off"
         raise ServeInputError(f"{spec.engine} will not start: a quantized V cache ({v}) with flash attention off "
@@ -550,16 +571,20 @@ def gguf_cache_types(spec: ServeSpec) -> tuple[str, str, str | None]:
     return k, v, None
 
 
-def engine_fields(engine: str, *, context: int | None = None, cache_type: str | None = None) -> dict[str, Any]:
+def engine_fields(engine: str, *, context: int | None = None, cache_type: str | None = None,
+                  slots: int | None = None, kv_unified: bool | None = None) -> dict[str, Any]:
     """The ServeSpec fields that hold "context per request" and "KV cache type" for this engine: the one mapping
     the CLI's --max-model-len / --kv-cache-dtype, the MCP tool's max_model_len / kv_cache_dtype and free text's
     "32k context" go through. vLLM, SGLang and TensorRT-LLM: max_model_len / kv_cache_dtype; llama.cpp and Ollama:
     ctx_size (-c, num_ctx) and cache_type_k = cache_type_v (-ctk/-ctv, OLLAMA_KV_CACHE_TYPE), where ``auto`` is the
-    engine's default (f16). Only what is given is returned."""
+    engine's default (f16). llama.cpp's -c is every slot's cells together: with ``slots`` given (-np) and no unified
+    cache each slot holds -c/np (engines.yaml llama.cpp.slots), so a context per request is -c = context x slots;
+    Ollama's num_ctx is already per sequence. Only what is given is returned."""
     out: dict[str, Any] = {}
     gguf = engine in ("llama.cpp", "ollama")
     if context is not None:
-        out["ctx_size" if gguf else "max_model_len"] = context
+        per_slot = engine == "llama.cpp" and slots is not None and slots > 1 and not kv_unified
+        out["ctx_size" if gguf else "max_model_len"] = context * slots if per_slot and slots else context
     if cache_type is not None:
         if gguf:
             t = cache_type.strip().lower()
@@ -709,9 +734,10 @@ def spec_from_text(text: str, *, engine: str | None = None) -> ServeSpec:
         if pooled:  # "an embedding server", "a reranker": vLLM's --runner pooling (a reranker: --convert classify)
             kw["runner"] = "pooling"
             kw["convert"] = "classify" if "rerank" in pooled.group(0) else "embed"
-    kw.update(engine_fields(eng, context=ctx or w.seq_len))
-    if eng in ("llama.cpp", "ollama") and users:
-        kw["parallel"] = users
+    gguf_slots = users if eng in ("llama.cpp", "ollama") and users else None
+    kw.update(engine_fields(eng, context=ctx or w.seq_len, slots=gguf_slots))
+    if gguf_slots:
+        kw["parallel"] = gguf_slots
     if model is None:
         # a size alone ("70b") is not a model to serve: the shape decides the KV cache
         raise ServeInputError("name the model to serve (e.g. qwen3-30b-a3b, meta-llama/Llama-3.1-8B-Instruct, "

@@ -102,10 +102,16 @@ _KV_BYTES = {"auto": 2.0, "bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 
              "fp8_e5m2": 1.0, "fp8_ds_mla": 1.0, "int8": 1.0, "fp4": 0.5, "nvfp4": 0.5625}
 
 
-def kv_dtype_bytes(spec: ServeSpec) -> float:
+def gguf_arch(shape: ServeShape | None) -> str | None:
+    """The model's own architecture name for the GGUF engines' per-architecture rules: the GGUF header's, else the
+    config's model_type; None when neither was read."""
+    return (shape.gguf_architecture or shape.model_type or None) if shape is not None else None
+
+
+def kv_dtype_bytes(spec: ServeSpec, shape: ServeShape | None = None) -> float:
     if spec.engine in ("llama.cpp", "ollama"):
         table = engine_value("llama.cpp", "cache_type_bytes")
-        kt, vt, _ = gguf_cache_types(spec)  # what the engine allocates (Ollama may drop a quantized type)
+        kt, vt, _ = gguf_cache_types(spec, gguf_arch(shape))  # what the engine allocates (Ollama may drop a quantized type)
         k, v = table.get(kt), table.get(vt)
         if k is None or v is None:
             raise ServeInputError(f"unknown cache type {spec.cache_type_k or spec.cache_type_v!r}; known: {', '.join(table)}")
@@ -470,7 +476,7 @@ def vllm_token_model(shape: ServeShape, spec: ServeSpec, drafter: DrafterShape |
     (the plan's overheads["profiled_tokens"]; default: the flag, else vLLM's small-GPU default)."""
     if drafter is _UNSET:
         drafter = drafter_shape(spec) if spec.speculative_method else None
-    kvb = kv_dtype_bytes(spec)
+    kvb = kv_dtype_bytes(spec, shape)
     tp = max(1, spec.tensor_parallel)
     mtp = mtp_drafting(spec, shape)
     layout = vllm_hybrid_layout(shape, kvb, tp, drafter, mtp)

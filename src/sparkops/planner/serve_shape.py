@@ -79,6 +79,9 @@ class ServeShape:
     # the config's model_type ("" when not known: a GGUF file): which vLLM release runs it on Model Runner V2
     # (engines.yaml vllm.model_runner_v2_architectures)
     model_type: str = ""
+    # a GGUF file's general.architecture ("qwen3", "gemma3", "gptoss"; "" when not read from a GGUF header): what
+    # Ollama's per-architecture defaults key on (engines.yaml ollama.kv_cache_type)
+    gguf_architecture: str = ""
     # a pooling checkpoint from the serving catalog (engines.yaml models: pool_task, st_modules): what it is published
     # for, and whether its repository has a Sentence Transformers modules.json (None: not known)
     pool_task: str | None = None
@@ -371,6 +374,7 @@ def shape_from_gguf(header: GGUFHeader, *, source: str) -> ServeShape:
         params_total=total, params_embedding=emb, params_linear=total - emb, params_expert=0,
         gguf_bytes=gbytes, gguf_embedding_bytes=(emb_t.nbytes or 0) if emb_t else 0,
         gguf_type=_FILE_TYPES.get(ftype) if isinstance(ftype, int) else None,
+        gguf_architecture=str(header.metadata.get("general.architecture") or ""),
         context_train=header.arch_key("context_length") if isinstance(header.arch_key("context_length"), int) else None)
 
 
