@@ -1567,10 +1567,6 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         notes.append(flag_note)
     verdict: Verdict = "fits"
     bad = []
-    # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)
-    # moves the point estimate but never decides "does not fit" alone: where the engine's own accounting leaves room
-    # for the request and only the fitted charge takes it, the plan says tight (public GB10 starts at small shares
-    # that did start sit on both sides of that median)
     limit = engine_max_len(shape, spec) if spec.engine in ("vllm", "sglang") and spec.max_model_len else None
     too_long = limit is not None and spec.max_model_len is not None and spec.max_model_len > limit
     refusals: list[str] = []  # the engine's own refusals (ServePlanResult.refusals): also in bad, in this order
@@ -1584,6 +1580,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         + ("an encoder's learned positions end there" if kv_none else
                            f"extend it with rope scaling ({override}) or set {env}=1 if the model really runs longer"))
         bad.append(refusals[-1])
+    # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)
+    # moves the point estimate but never decides "does not fit" alone: where the engine's own accounting leaves room
+    # for the request and only the fitted charge takes it, the plan says tight (public GB10 starts at small shares
+    # that did start sit on both sides of that median)
     fitted = p.overheads.get("fitted_non_kv", 0.0)
     kv_short = pool is not None and (pool <= 0 or fits_len is False)
     by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
