@@ -289,3 +289,18 @@ def test_the_multi_gpu_note_speaks_of_sparks_only_on_a_spark() -> None:
                          facts="tests/fixtures/facts/h200_generic.json", offline=True)
     note = next(n for n in res.notes if "asks for 2 GPUs" in n)
     assert "this host has 1" in note and "Spark" not in note and "ConnectX" not in note
+
+
+def test_sglang_and_trtllm_shorten_a_request_the_pool_cannot_hold_they_do_not_refuse() -> None:
+    """Only vLLM refuses a max_model_len its pool cannot hold; SGLang caps max_req_len at the pool's tokens - 1
+    (managers/tp_worker.py), TensorRT-LLM reduces maxSequenceLen (a third review of this session's refusals)."""
+    facts = "tests/fixtures/facts/gb10_ngc_2509_healthy.json"
+    sg = api.serve_plan(workload="python -m sglang.launch_server --model-path Qwen/Qwen3-8B --context-length 32768 "
+                                 "--max-total-tokens 16384", facts=facts, offline=True)
+    assert sg.verdict == "tight" and not sg.refusals
+    assert any("caps every request at 16,383 tokens" in n for n in sg.notes)
+    trt = api.serve_plan(workload="trtllm-serve Qwen/Qwen3-8B --max_seq_len 40960 "
+                                  "--kv_cache_free_gpu_memory_fraction 0.05", facts=facts, offline=True)
+    assert trt.verdict == "tight" and not trt.refusals
+    vl = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.15", facts=facts, offline=True)
+    assert vl.verdict == "does-not-fit" and vl.refusals

@@ -1570,6 +1570,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     limit = engine_max_len(shape, spec) if spec.engine in ("vllm", "sglang") and spec.max_model_len else None
     too_long = limit is not None and spec.max_model_len is not None and spec.max_model_len > limit
     refusals: list[str] = []  # the engine's own refusals (ServePlanResult.refusals): also in bad, in this order
+    capped = False  # SGLang / TensorRT-LLM shorten a request the pool cannot hold instead of refusing
     if too_long:
         flag, env, override = (("--max-model-len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "--hf-overrides")
                                if spec.engine == "vllm" else
@@ -1596,6 +1597,15 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     elif pool is not None and pool <= 0 and not too_long:
         refusals.append(f"no memory is left for the KV cache ({pool:.2f} GiB)")
         bad.append(refusals[-1])
+    elif fits_len is False and not too_long and spec.engine in ("sglang", "trtllm"):
+        # neither refuses: SGLang caps a request at the pool (managers/tp_worker.py: max_req_len = min(context_len - 1,
+        # max_total_num_tokens - 1)); TensorRT-LLM's KV cache manager reduces maxSequenceLen to what the pool holds
+        capped = True
+        cap = (f"SGLang caps every request at {max(0, (p.tokens or 1) - 1):,} tokens (tp_worker.py max_req_len)"
+               if spec.engine == "sglang" else
+               f"TensorRT-LLM reduces the longest sequence to about {longest or 0:,} tokens (its KV cache manager)")
+        notes.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache and the pool has {pool:.2f} GiB: "
+                     f"{cap}; it starts, serving shorter requests")
     elif fits_len is False and not too_long:
         refusals.append(f"one request of {mml} tokens needs {req:.2f} GiB of KV cache, the pool has {pool:.2f} GiB")
         bad.append(refusals[-1])
@@ -1630,7 +1640,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     elif p.start.passes is False and p.start.passes_after_flush:
         verdict = "tight"
         notes.append("starts only after the page cache is dropped (sync; echo 3 > /proc/sys/vm/drop_caches, as root)")
-    elif by_fit_alone or beside_refused or pb.code != "ok" or (spec.concurrency and conc is not None
+    elif by_fit_alone or capped or beside_refused or pb.code != "ok" or (spec.concurrency and conc is not None
                                                                 and conc < spec.concurrency):
         verdict = "tight"
     if spec.concurrency and conc is not None and conc < spec.concurrency:
