@@ -962,6 +962,7 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
                      f"kept {cal.log_kv_gib:.2f} GiB of KV where the plan for that line gives {cal.log_plan_kv_gib:.2f} "
                      f"GiB, so {-cal.delta_gib:+.2f} GiB is charged here as log_calibration: it carries this machine's "
                      f"{', '.join(cal.carried)} as that start measured them (compile cache {cal.log_compile_state})")
+        notes += [n for n in cal.notes if not n.startswith("delta =")]
     pooled = vllm_pooling(spec)
     if pooled:
         runner = "V2" if vllm_model_runner_v2(shape, spec) else "V1"
