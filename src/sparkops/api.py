@@ -327,7 +327,7 @@ def _log_calibration(log: str | Path, log_line: str | None, spec: ServeSpec, sha
             raise InputError(f"--from-log {log}: cannot read it ({exc.strerror or exc})") from None
     else:
         text, source = log, "the log's text"
-    reading = read_vllm_log(text)
+    reading = read_vllm_log(text, engine_version=spec.engine_version)
     printed = launch_line(reading.launch_args)
     line = log_line if log_line and (printed is None or reading.launch_args_cut) else (printed or log_line)
     if not spec.engine_version and reading.version and spec.engine == "vllm":

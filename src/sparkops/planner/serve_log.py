@@ -108,28 +108,32 @@ def parse_launch_args(text: str) -> tuple[dict[str, Any], bool]:
     return out, True
 
 
-def read_vllm_log(text: str) -> VllmLogReading:
+def read_vllm_log(text: str, *, engine_version: str | None = None, enforce_eager: bool = False) -> VllmLogReading:
     """Every line of a vLLM start-up log this module knows, read once. The first line wins for a field, except the KV
-    pool, tokens and concurrency, where the LAST line wins (a restart in the same log prints them again; the engine
-    keeps the last)."""
+    pool, tokens and concurrency, where the LAST line of the best-ranked wording wins (a restart in the same log prints
+    them again; "Available KV cache memory" outranks another rank's "Current kv cache memory in use").
+    ``engine_version`` / ``enforce_eager``: what the launch line says where the log prints no version line or launch
+    args; only the compile-state rule reads them."""
     if not isinstance(text, str):
         return VllmLogReading()
     vals: dict[str, Any] = {}
     lines: dict[str, str] = {}
     last_wins = {"kv_gib", "kv_tokens", "max_concurrency", "max_concurrency_len", "gpu_blocks"}
 
-    def put(field: str, value: Any, line: str) -> None:
-        if value is None or (field in vals and field not in last_wins):
+    rank: dict[str, int] = {}  # a field's pattern order: an earlier pattern's line is never replaced by a later one's
+
+    def put(field: str, value: Any, line: str, order: int = 0) -> None:
+        if value is None or (field in vals and (field not in last_wins or order > rank.get(field, 0))):
             return
-        vals[field] = value
+        vals[field], rank[field] = value, order
         lines[field] = line.strip()[:400]
 
     for line in text.splitlines():
         if len(line) > 20000:  # a pasted blob, not a log line
             line = line[:20000]
-        for field, pat in _FLOAT_LINES:
+        for order, (field, pat) in enumerate(_FLOAT_LINES):
             if (m := pat.search(line)) is not None:
-                put(field, _num(m.group(1)), line)
+                put(field, _num(m.group(1)), line, order)
         if (m := _TOKENS.search(line)) is not None:
             put("kv_tokens", int(m.group(1).replace(",", "")) if m.group(1).replace(",", "").isdigit() else None, line)
         if (m := _BLOCKS.search(line)) is not None:
@@ -158,7 +162,8 @@ def read_vllm_log(text: str) -> VllmLogReading:
     if util is not None and not 0 < util <= 1:
         vals.pop("gpu_memory_utilization")
         lines.pop("gpu_memory_utilization", None)
-    state = _compile_state(text, vals.get("version"), bool((vals.get("launch_args") or {}).get("enforce_eager")))
+    state = _compile_state(text, vals.get("version") or engine_version,
+                           enforce_eager or bool((vals.get("launch_args") or {}).get("enforce_eager")))
     if state is not None:
         vals["compile_state"], lines["compile_state"] = state
     return VllmLogReading(**vals, lines=lines)
