@@ -236,3 +236,13 @@ def test_cli_from_log_without_a_launch_line_says_to_pass_one(tmp_path):
                           "vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --gpu-memory-utilization 0.5", "--from-log",
                           str(log), "--from-log-line", line).stdout)
     assert out["calibration"]["applied"] and out["calibration"]["log_launch"] == line
+
+
+def test_mcp_plan_serve_takes_the_log_s_text():
+    from sparkops.mcp_server import tools
+
+    rec = BY_ID["vllm-jethac-gemma4-26b-a4b-bf16-gb10-u080-8k"]
+    own = launch_line(read_vllm_log(rec["log"]).launch_args)
+    out = tools.plan_serve(workload=own, target="dgx-spark", offline=True, from_log=rec["log"])
+    assert out["calibration"]["applied"] and out["calibration"]["source"] == "the log's text"
+    assert out["kv"]["available_gib"] == pytest.approx(rec["observed"]["kv_gib"], abs=0.011)
