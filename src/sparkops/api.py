@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # imported lazily at run time: judging modules load while the
 
     from sparkops.diagnose.model import Diagnosis
     from sparkops.planner.plan import PlanResult
-    from sparkops.planner.serve import ServePlanResult
+    from sparkops.planner.serve import LogCalibration, Machine, ServePlanResult
+    from sparkops.planner.serve_engines import ServeSpec
+    from sparkops.planner.serve_shape import ServeShape
     from sparkops.report.model import Report
     from sparkops.report.views import StackView, TriageView
 
@@ -245,7 +247,8 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
                gguf: str | None = None, engine: str | None = None, beside: list[str] | tuple[str, ...] = (),
                target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
                opts: CollectOptions | None = None, kb: Knowledge | None = None, python: str | Path | None = None,
-               offline: bool = False, **flags: object) -> ServePlanResult:
+               offline: bool = False, from_log: str | Path | None = None, from_log_line: str | None = None,
+               **flags: object) -> ServePlanResult:
     """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
 
     ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
@@ -255,6 +258,9 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     The machine, first that applies: ``budget_gb``, ``target`` (dgx-spark, h200, h100), ``facts``
     (a snapshot), else this machine now. ``beside``: other jobs on the same pool (launch lines or
     fine-tune descriptions). A model in no catalog or local cache is read from the Hub unless ``offline``.
+    ``from_log``: a real vLLM start-up log of this model on this machine (a file, or its text): the plan carries what
+    that start measured (planner/serve_calibrate.py; ``calibration`` in the result says how, or why not). The log's
+    launch line is its printed ``non-default args``, else ``from_log_line``.
     Returns a :class:`sparkops.planner.serve.ServePlanResult`.
     """
     from sparkops.planner import serve
@@ -295,9 +301,51 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
             said += [note] if note and python is not None else []  # a snapshot's training python: silent
     jobs = [_beside_job(t, machine, kb, hub) for t in beside]
     drafter = serve.hub_drafter(spec, hub)  # None unless a drafter outside the catalog is named by a Hub id
+    calibration = None
+    if from_log is not None:
+        spec, calibration = _log_calibration(from_log, from_log_line, spec, shape, machine, hub)
     res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
-                           running=running, **({"drafter": drafter} if drafter is not None else {}))
+                           running=running, calibration=calibration,
+                           **({"drafter": drafter} if drafter is not None else {}))
     return res.model_copy(update={"notes": [*res.notes, *said]}) if said else res
+
+
+def _log_calibration(log: str | Path, log_line: str | None, spec: ServeSpec, shape: ServeShape, machine: Machine,
+                     hub: object) -> tuple[ServeSpec, LogCalibration]:
+    """Read the user's start-up log (collect), then decide the correction (judge: serve_calibrate.calibrate). The
+    plan's vLLM version defaults to the log's where the launch line names none (the owner plans on that build)."""
+    from sparkops.core.errors import InputError
+    from sparkops.planner import serve
+    from sparkops.planner.serve_calibrate import calibrate
+    from sparkops.planner.serve_engines import spec_from_text
+    from sparkops.planner.serve_log import launch_line, read_vllm_log
+
+    if isinstance(log, Path):
+        try:
+            text, source = log.read_text(errors="replace"), str(log)
+        except OSError as exc:
+            raise InputError(f"--from-log {log}: cannot read it ({exc.strerror or exc})") from None
+    else:
+        text, source = log, "the log's text"
+    reading = read_vllm_log(text, engine_version=spec.engine_version)
+    printed = launch_line(reading.launch_args)
+    line = log_line if log_line and (printed is None or reading.launch_args_cut) else (printed or log_line)
+    if not spec.engine_version and reading.version and spec.engine == "vllm":
+        spec = spec.model_copy(update={"engine_version": reading.version})
+    if not line:
+        return spec, serve.LogCalibration(
+            applied=False, source=source, log_version=reading.version, log_kv_gib=reading.kv_gib,
+            log_tokens=reading.kv_tokens, log_compile_state=reading.compile_state,
+            refused="the log prints no launch line ('non-default args: {...}'): pass it with --from-log-line")
+    log_spec = spec_from_text(line, engine="vllm")
+    if not log_spec.engine_version and reading.version:
+        log_spec = log_spec.model_copy(update={"engine_version": reading.version})
+    try:
+        log_shape = serve.resolve_shape(log_spec.model, hub=hub)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a model the log names that no catalog or Hub resolves: refused below, by name
+        log_shape = None
+    return spec, calibrate(reading, log_spec, spec, machine, log_shape=log_shape, shape=shape, source=source,
+                           log_launch=line)
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

@@ -99,6 +99,12 @@ def register(app: typer.Typer) -> None:
                           show_default=False)] = None,
         beside: Annotated[list[str] | None, typer.Option(help="--serve: another job on the same pool (a launch line or "
                           "a fine-tune like \"qlora llama-3.1-8b seq 4096\"); repeatable.")] = None,
+        from_log: Annotated[Path | None, typer.Option("--from-log", help="--serve: a real vLLM start-up log of this "
+                            "model on this machine: the plan carries what that start measured (non-torch memory, "
+                            "compile cache, sampler, CUDA-graph estimate) to this launch line, or says why not.",
+                            show_default=False)] = None,
+        from_log_line: Annotated[str | None, typer.Option("--from-log-line", help="--serve --from-log: the launch "
+                                 "line of that log, where the log prints no 'non-default args'.")] = None,
     ) -> int:
         """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. With --serve: will this model
         serve, with how much KV cache, beside what else. Exit 0 fits, 1 tight, 2 does not fit."""
@@ -117,7 +123,8 @@ def register(app: typer.Typer) -> None:
                                    beside=tuple(beside or ()), target=target, budget_gb=budget_gb, facts=facts,
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
                                    kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency,
-                                   engine_version=engine_version, python=python, offline=offline)
+                                   engine_version=engine_version, python=python, offline=offline,
+                                   from_log=from_log, from_log_line=from_log_line)
             return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,

@@ -233,6 +233,13 @@ def plan(
     return PlanOutcome(res).data()
 
 
+def _log_arg(value: str | None) -> str | Path | None:
+    """A start-up log given to an MCP tool: a path where one exists (one line, no newline), else the log's text."""
+    if value and "\n" not in value and len(value) < 4096 and Path(value).expanduser().is_file():
+        return Path(value).expanduser()
+    return value
+
+
 def plan_serve(
     workload: Annotated[str | None, Field(
         description='A launch line as the user would type it ("vllm serve Qwen/Qwen3-30B-A3B-FP8 --max-model-len '
@@ -259,6 +266,12 @@ def plan_serve(
     target: Annotated[str | None, Field(description="Plan for a machine you are not on: dgx-spark, h200, h100.")] = None,
     facts_path: FactsPath = None,
     offline: HubOffline = False,
+    from_log: Annotated[str | None, Field(
+        description="A real vLLM start-up log of this model on this machine: a file path, or the log's text. The "
+                    "plan carries what that start measured to this launch line (result 'calibration'), or says "
+                    "why not.")] = None,
+    from_log_line: Annotated[str | None, Field(
+        description="The launch line of that log, where the log prints no 'non-default args'.")] = None,
 ) -> dict[str, Any]:
     """Will this model serve here, with how much KV cache, beside what else? As `spark-ops plan --serve --json`
     prints it (GiB): weights by format, KV bytes per token, the engine's own accounting (vLLM's share of total
@@ -273,7 +286,8 @@ def plan_serve(
                              target=target, facts=_path(facts_path) if facts_path else None,
                              max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                              kv_cache_dtype=kv_cache_dtype, concurrency=concurrency, engine_version=engine_version,
-                             python=python, offline=offline)
+                             python=python, offline=offline, from_log=_log_arg(from_log),
+                             from_log_line=from_log_line)
     from sparkops.commands.plan import ServeOutcome
 
     return ServeOutcome(res).data()

@@ -237,6 +237,25 @@ class BesideJob(_M):
     start_ask_gib: float | None = None
 
 
+class LogCalibration(_M):
+    """A correction from the user's own vLLM start-up log of this model on this machine (``plan --serve --from-log``;
+    planner/serve_calibrate.py decides it, engines.yaml vllm.log_calibration): delta = the log's KV pool - the plan's
+    pool for the log's own launch line here; the plan charges -delta against its pool (overheads.log_calibration)."""
+
+    applied: bool
+    refused: str | None = None  # why the log's measured basis is not carried to this launch line (applied False)
+    source: str = ""  # the log file (or "the log's text")
+    log_launch: str = ""  # the log's launch line as planned (its non-default args, or --from-log-line)
+    log_version: str | None = None
+    log_compile_state: str = "unknown"
+    log_kv_gib: float | None = None  # "Available KV cache memory" in the log
+    log_tokens: int | None = None  # "GPU KV cache size" in the log
+    log_plan_kv_gib: float | None = None  # the plan's pool for the log's own launch line on this machine
+    delta_gib: float | None = None  # log_kv_gib - log_plan_kv_gib
+    carried: list[str] = Field(default_factory=list)  # the named uncertainties delta stands for (dropped from the range)
+    notes: list[str] = Field(default_factory=list)
+
+
 class ServePlanResult(_M):
     """``spark-ops plan --serve --json``. Sizes in GiB (2^30 bytes), per GPU."""
 
@@ -265,6 +284,8 @@ class ServePlanResult(_M):
     # context beyond the model's config, no KV memory, a pool that holds no request of max_model_len (also among the
     # notes); preflight's G3 reports them
     refusals: list[str] = Field(default_factory=list)
+    # plan --serve --from-log: the correction from the user's own start-up log (None: planned from the flags alone)
+    calibration: LogCalibration | None = None
 
 
 # ------------------------------------------------------------------ engine accounting
@@ -582,7 +603,8 @@ def vllm_non_kv_gib(ov: dict[str, float], weights_gib: float, graphs_gib: float,
     the CUDA graphs the caller counts, and any fitted term that holds (engines.yaml vllm.fitted_non_kv). The one sum
     the pool, the pipeline stages, V0's other ranks and the share suggestions all subtract."""
     act = ov["activation_peak"] if activation_gib is None else activation_gib
-    return weights_gib + act + ov["non_torch"] + graphs_gib + ov.get("fitted_non_kv", 0.0)
+    return (weights_gib + act + ov["non_torch"] + graphs_gib + ov.get("fitted_non_kv", 0.0)
+            + ov.get("log_calibration", 0.0))
 
 
 def vllm_fitted_term_conditions(spec: ServeSpec, unified: bool) -> dict[str, bool]:
@@ -922,7 +944,7 @@ def vllm_footprint(requested: float, kv_gib: float, ov: dict[str, float], spec: 
 
 
 def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm: VllmTokenModel,
-          stage_weights: list[float] | None = None) -> _Plan:
+          stage_weights: list[float] | None = None, calibration: LogCalibration | None = None) -> _Plan:
     """vLLM's budget; ``tm`` is the token model plan_serve built once (its hybrid layout, drafter, MTP layers).
     ``stage_weights``: each pipeline stage's weights (GiB per rank) where tm sizes the stages one by one; the plan's
     weights, KV pool and tokens are then the limiting stage's (vllm_pp_stages)."""
@@ -933,6 +955,14 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     requested = math.ceil(m.total_gib * util * GIB) / GIB
     ov = vllm_overheads(shape, spec, m.total_gib, tp, m.gpu_name, m.unified)
     notes = []
+    cal = calibration if calibration is not None and calibration.applied and calibration.delta_gib is not None else None
+    if cal is not None:  # one named term: what the user's own log of this model here held beside the plan's terms
+        ov["log_calibration"] = round(-cal.delta_gib, 3)  # type: ignore[operator]
+        notes.append(f"calibrated from the start-up log {cal.source or ''} ({cal.log_launch or 'its launch line'}): it "
+                     f"kept {cal.log_kv_gib:.2f} GiB of KV where the plan for that line gives {cal.log_plan_kv_gib:.2f} "
+                     f"GiB, so {-cal.delta_gib:+.2f} GiB is charged here as log_calibration: it carries this machine's "
+                     f"{', '.join(cal.carried)} as that start measured them (compile cache {cal.log_compile_state})")
+        notes += [n for n in cal.notes if not n.startswith("delta =")]
     pooled = vllm_pooling(spec)
     if pooled:
         runner = "V2" if vllm_model_runner_v2(shape, spec) else "V1"
@@ -1043,6 +1073,8 @@ def _vllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, tm
     ov["mtp_counted"] = float(mtp)
     ov["drafter_counted"] = float(drafter is not None)
     unc = [] if spec.kv_cache_memory_bytes else vllm_uncertainties(shape, spec, ov, m.gpu_name, m.unified, weights_gib)
+    if cal is not None:  # the log measured these terms: their range collapses to its value
+        unc = [u for u in unc if u.term not in cal.carried]
     if shape.params_vision and vision_tower_loaded(spec):
         if "mm_encoder" in ov:
             notes.append(f"multimodal checkpoint: the vision tower's weights are counted, and the profile run's vision "
@@ -1370,7 +1402,7 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
 
 def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_margin: float = 0.10,
                beside: list[BesideJob] | None = None, running: list[BesideJob] | None = None,
-               drafter: DrafterShape | None = _UNSET) -> ServePlanResult:
+               drafter: DrafterShape | None = _UNSET, calibration: LogCalibration | None = None) -> ServePlanResult:
     """Judge one server against one machine, beside other planned jobs on the same pool. Pure. ``drafter``: a
     speculative drafter resolved by the caller (e.g. from the Hub); by default the catalog's, when it names one."""
     beside = list(beside or [])
@@ -1464,7 +1496,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             stage_w = [weights_gib + d for d in vllm_stage_weight_shifts(wshape, fmt, base_bytes, tm.stage_layers,
                                                                           max(1, spec.tensor_parallel),
                                                                           lm_head=not pooled)]
-        p = _vllm(shape, spec, machine, weights_gib, tm, stage_w)
+        p = _vllm(shape, spec, machine, weights_gib, tm, stage_w, calibration)
     elif spec.engine == "sglang":
         p = _sglang(shape, spec, machine, weights_gib, kvb)
     elif spec.engine == "trtllm":
@@ -1584,8 +1616,9 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     # a fitted term (engines.yaml vllm.fitted_non_kv: a median of public starts, not read from the engine's source)
     # moves the point estimate but never decides "does not fit" alone: where the engine's own accounting leaves room
     # for the request and only the fitted charge takes it, the plan says tight (public GB10 starts at small shares
-    # that did start sit on both sides of that median)
-    fitted = p.overheads.get("fitted_non_kv", 0.0)
+    # that did start sit on both sides of that median). Calibrated from a log, the fitted terms cancel in its delta:
+    # the pool is the log's measured basis, not a median
+    fitted = 0.0 if "log_calibration" in p.overheads else p.overheads.get("fitted_non_kv", 0.0)
     kv_short = pool is not None and (pool <= 0 or fits_len is False)
     by_fit_alone = kv_short and fitted > 0 and pool + fitted > 0 and (req is None or pool + fitted >= req)
     if by_fit_alone:
@@ -1714,6 +1747,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                             for k in ("tensor_parallel", "pipeline_parallel", "g10") if k in info_2)
             head += f". Across Sparks: {how}"
         notes.insert(0, head)
+    if calibration is not None and not calibration.applied:
+        notes.append(f"not calibrated from the start-up log: {calibration.refused}; this plan is from the flags alone")
     if spec.ignored:
         notes.append("not used for memory: " + " ".join(spec.ignored[:8]) + (" ..." if len(spec.ignored) > 8 else ""))
     info = kbe.engines[spec.engine]
@@ -1725,4 +1760,5 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         footprint_gib=round(footprint, 2), machine=machine, start=p.start, verdict=verdict,
         budget_gib=round(budget, 2), headroom_gib=round(headroom, 2), beside=beside, running=list(running or []),
         suggestions=sugg, notes=notes, uncertainties=list(p.uncertainties),
-        two_sparks=dict(info.two_sparks), refusals=refusals)
+        two_sparks=dict(info.two_sparks), refusals=refusals,
+        calibration=calibration if spec.engine == "vllm" else None)
