@@ -39,6 +39,8 @@ MERGES = {
                           "course's repository, not the author's); the same code-index file as the llmso notes"),
     "recon": ("gh:alexostapiuk11", "alexostapiuk11/coldstart-recon-worker, the same repository as the a5 records"),
     "a5": ("gh:alexostapiuk11", "alexostapiuk11/coldstart-recon-worker"),
+    "paperhkv": ("tiara", "blind v26: the RTX 3090 'platform A' RUNLOG and the MI300X 'platform B' RUNLOG of one project, one "
+                          "harness (code/m1_capacity.py, code index file 71370065512)"),
 }
 # record-level exceptions to the handle rule: id -> (group, reason)
 BY_ID = {

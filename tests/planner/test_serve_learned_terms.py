@@ -116,9 +116,12 @@ def test_the_cv_script_reproduces_the_recorded_rerun(capsys):
     # nor are blind v25's (round 20at) four llama.cpp / Ollama records, which come after v24's
     v25 = {"llamacpp-ontouch-gpt-oss-20b-q4km-m5-auto4-b8198", "llamacpp-ontouch-gpt-oss-20b-mxfp4-m5-cli-ub2048-b7217",
            "ollama-yuji-llama2-7b-q40-m2pro-parallel2-v070", "llamacpp-chase-qwen3-14b-q4km-rx9060xt-vulkan-65k-q40kv"}
-    v24 = {r["id"] for r in records[records.index(next(r for r in records if r["id"].startswith("vllm-huikang-"))):]} - v25
-    assert len(v24) == 8 and v25 <= {r["id"] for r in records}
-    records = [r for r in records if r["id"] not in v23 | v24 | v25]
+    # nor are blind v26's (round 20av) eighteen vLLM series records, which come after v25's
+    v26 = {r["id"] for r in records if r["id"].startswith(("vllm-tq-", "vllm-plow-", "vllm-tiara-", "vllm-paperhkv-"))}
+    v24 = {r["id"] for r in records[records.index(next(r for r in records if r["id"].startswith("vllm-huikang-"))):]} \
+        - v25 - v26
+    assert len(v24) == 8 and v25 <= {r["id"] for r in records} and len(v26) == 18
+    records = [r for r in records if r["id"] not in v23 | v24 | v25 | v26]
     # that re-run saw the v22 pooling starts without flags.runner (round 20an added the field and the record key):
     # reproduce it on the records as they stood then; with the field the pooling rows move (serve-pooling.md)
     stripped = [{**r, "flags": {k: v for k, v in r["flags"].items() if k != "runner"}} if r.get("flags") else r
