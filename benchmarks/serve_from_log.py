@@ -84,8 +84,14 @@ def fmt(p: float | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve-from-log.md")
+    ap.add_argument("--ids", default=None, help="comma-separated record ids: pairs among these only (a blind round)")
+    ap.add_argument("--blind", default=None, help="say the records are blind, and why (the sentence printed)")
+    ap.add_argument("--title", default="# plan --serve --from-log: ordered pairs of real vLLM start-up logs (round 20au)")
     args = ap.parse_args()
     records = yaml.safe_load(sa.LOGS.read_text())["records"]
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        records = [r for r in records if r["id"] in wanted]
     by_id = {r["id"]: r for r in records}
     all_pairs = pairs(records)
     no_total = [(a, b) for a, b in all_pairs if sa.total_of(b) is None]
@@ -103,13 +109,14 @@ def main() -> int:
 
     out: list[str] = []
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out += ["# plan --serve --from-log: ordered pairs of real vLLM start-up logs (round 20au)", "",
+    out += [args.title, "",
             f"Machine: {platform.machine()}, {platform.system()} {platform.release()}, Python {platform.python_version()}."
             f" Date: {now}. Script: benchmarks/serve_from_log.py; protocol: "
             "benchmarks/results/serve-from-log-protocol.md (committed before the code).", "",
-            "**IN-SAMPLE**: every record here shaped the planner over 13 sessions. The calibration has no fitted "
-            "constant (delta = a's logged pool - the plan's pool for a's own line on the same machine), so these numbers "
-            "measure the method, not a fit and not the planner's accuracy on unseen data. ok = within +-10 %.", ""]
+            (f"**BLIND**: {args.blind}. " if args.blind else
+             "**IN-SAMPLE**: every record here shaped the planner over 13 sessions. ")
+            + "The calibration has no fitted constant (delta = a's logged pool - the plan's pool for a's own line on "
+            "the same machine), so these numbers measure the method, not a fit. ok = within +-10 %.", ""]
     sets = {"all": rows, "GB10": [r for r in rows if r["unified"]], "discrete": [r for r in rows if not r["unified"]]}
     out += ["## (i) all ordered pairs, calibrated", "",
             f"{len(all_pairs)} ordered pairs meet the protocol's rules 1-3; {len(no_total)} of them have a b whose GPU "
