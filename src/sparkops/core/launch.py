@@ -14,6 +14,10 @@ import shlex
 # so the arguments after the image are the engine's; its tag names the version whose accounting applies
 VLLM_IMAGE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::(?P<tag>[\w.+-]+))?(?:@sha256:[0-9a-f]+)?$")
 _RELEASE_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?)(?:$|[-+.])")
+# SGLang's image (``docker run ... lmsysorg/sglang:v0.5.4-cu130 python3 -m sglang.launch_server ...``): the command
+# after it starts the server; its tag names the release (``v0.5.4.post1-cu129``); ``latest``, ``dev``, ``spark`` move
+SGLANG_IMAGE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?lmsysorg/sglang(?::(?P<tag>[\w.+-]+))?(?:@sha256:[0-9a-f]+)?$")
+_SGLANG_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)(?:$|[-+])")
 
 
 def image_version(token: str) -> str | None:
@@ -23,6 +27,16 @@ def image_version(token: str) -> str | None:
     if not m or not m.group("tag"):
         return None
     r = _RELEASE_TAG.match(m.group("tag"))
+    return r.group("v") if r else None
+
+
+def sglang_image_version(token: str) -> str | None:
+    """The SGLang release a ``lmsysorg/sglang:TAG`` image token names (``v0.5.4-cu130`` -> 0.5.4,
+    ``v0.5.4.post1-cu129-amd64`` -> 0.5.4.post1); None for another token, no tag, or a moving tag."""
+    m = SGLANG_IMAGE.match(token)
+    if not m or not m.group("tag"):
+        return None
+    r = _SGLANG_TAG.match(m.group("tag"))
     return r.group("v") if r else None
 
 

@@ -74,6 +74,7 @@ _NUM = r"(\d+(?:\.\d+)?)"
 _SIZE = re.compile(r"(?<![a-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?![a-z0-9])")  # 70b, 8x7b, in a name too
 TP_KEYS = ("tp", "tensor_parallel", "tensor-parallel", "tensor_parallel_size", "tensor-parallel-size",
            "tensor_model_parallel_size", "tensor-model-parallel-size", "tp_size", "tp-size")
+_COUNT_WORDS = ("users", "requests", "concurrent", "parallel", "seqs", "sequences", "clients")
 NODE_WORDS = ("nodes", "node", "sparks", "spark", "machines", "machine", "hosts")
 
 
@@ -113,8 +114,12 @@ def parse_workload(text: str) -> Workload:
         elif re.fullmatch(r"(\d+x)?" + _NUM + r"b", tok):  # 70b, 8x7b
             w.params_b = _size_b(tok)
             take(i)
+        elif (m := re.fullmatch(_NUM + "k", tok)) and nxt in ("context", "ctx") and w.seq_len is None:
+            w.seq_len = int(float(m.group(1)) * 1024)  # "64k context": the size before the word
+            take(i, 2)
         elif tok in ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length",
-                     "max-model-len", "max_model_len", "max-seq-len") and nxt.isdigit():
+                     "max-model-len", "max_model_len", "max-seq-len") and nxt.isdigit() \
+                and nxt2 not in _COUNT_WORDS:  # "64k context 4 users": the 4 counts users, not tokens
             w.seq_len = int(nxt)
             take(i, 2)
         elif tok in ("bs", "batch", "batch_size", "batch-size", "micro_batch", "per_device_train_batch_size") \

@@ -1143,8 +1143,12 @@ def sglang_default_fraction(spec: ServeSpec, gpu_mem_gib: float, *, mla: bool = 
     tiers = max(rows, key=lambda r: release(str(r["since"])))["tiers"]
     below, chunk, bs_small, bs_large = next(t for t in tiers if t[0] is None or gpu_mib < t[0] * 1024)
     chunk = spec.max_num_batched_tokens or chunk
-    bs = cuda_graph_max_bs or (bs_small if spec.tensor_parallel < 4 else bs_large)
-    reserved = (f["base_mib"] + f["activation_mib_per_token"] * max(chunk, f["min_activation_tokens"])
+    # --chunked-prefill-size <= 0 (no chunking): the activation reserve is sized from max_prefill_tokens instead (0.5.3
+    # .. 0.5.10 server_args.py _handle_gpu_memory_settings; 0.5.23 arg_groups/memory_hook.py, overrides.py
+    # pre_capture_activation_reserve_mb_of); before 0.5.3 the reserve did not depend on the chunk at all
+    act_tokens = chunk if chunk > 0 else (spec.max_prefill_tokens or int(engine_value("sglang", "max_prefill_tokens")))
+    bs = cuda_graph_max_bs or spec.cuda_graph_max_bs or (bs_small if spec.tensor_parallel < 4 else bs_large)
+    reserved = (f["base_mib"] + f["activation_mib_per_token"] * max(act_tokens, f["min_activation_tokens"])
                 + f["cuda_graph_mib_per_bs"] * bs + f["per_rank_mib"] * ranks)
     piecewise = 0.0
     if at_least(v, str(f["piecewise_since"])) and not spec.enforce_eager:
@@ -1155,7 +1159,8 @@ def sglang_default_fraction(spec: ServeSpec, gpu_mem_gib: float, *, mla: bool = 
         reserved = max(reserved, float(f["floor_mib"]))
     reserved += spec_extra
     frac = round((gpu_mib - reserved) / gpu_mib, 3)
-    how = (f"SGLang's default: ({gpu_mib:.0f} MiB - {reserved:.0f} MiB reserved for chunked prefill {chunk}, CUDA graphs "
+    what = f"chunked prefill {chunk}" if chunk > 0 else f"unchunked prefill (max_prefill_tokens {act_tokens})"
+    how = (f"SGLang's default: ({gpu_mib:.0f} MiB - {reserved:.0f} MiB reserved for {what}, CUDA graphs "
            f"to batch {bs}, {ranks} rank(s){', piecewise graphs' if piecewise else ''}) / {gpu_mib:.0f} MiB")
     return frac, how
 
@@ -1200,18 +1205,34 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
     page = int(engine_value("sglang", "default_page_size"))
     tokens = int(rest * GIB // cell) // page * page if rest > 0 else 0
     passes = rest > 0 if known_free else None
+    after = None  # a flush helps only where SGLang reads CUDA's free (MemFree on GB10 before 0.5.9)
+    if passes is False and m.unified and reads.startswith("CUDA free") and m.page_cache_gib is not None:
+        after = (pre + m.page_cache_gib) * msf - weights_gib > 0
+        if after:  # the pool it gets once started, after the flush the plan tells it to run first
+            notes.append(f"the KV pool shown is the one SGLang sizes after the page cache is dropped "
+                         f"({pre:.2f} + {m.page_cache_gib:.2f} GiB free before loading); it will not start now")
+            slack = (pre + m.page_cache_gib) * (1 - msf)
+            rest = pre + m.page_cache_gib - weights_gib - slack
+            tokens = int(rest * GIB // cell) // page * page
     if spec.kv_max_tokens and tokens > spec.kv_max_tokens:
         # model_runner: max_total_num_tokens = min(profiled, --max-total-tokens); the pool is allocated for that many
         notes.append(f"--max-total-tokens {spec.kv_max_tokens} caps the pool below the {tokens:,} tokens "
                      f"mem_fraction_static {msf:g} leaves room for")
         tokens = spec.kv_max_tokens // page * page
         rest = tokens * cell / GIB
+    # the check (kv_cache_configurator / model_runner: rest_memory > 0) is pre x msf > weights: the free memory it must
+    # read before loading is weights / msf (what a job started first must leave free)
     start = StartCheck(check="free before loading x mem_fraction_static - weights > 0",
-                       requested_gib=round(weights_gib + slack, 2), free_gib=round(pre, 2) if known_free else None,
-                       passes=passes,
+                       requested_gib=round(weights_gib / msf, 2), free_gib=round(pre, 2) if known_free else None,
+                       passes=passes, passes_after_flush=after,
                        detail=f"SGLang reads {pre:.2f} GiB free before loading ({reads}, less its own context) and keeps "
                               f"(1 - {msf:g}) of that, {slack:.2f} GiB, for activations and CUDA graphs; the rest of the "
-                              "memory free after the weights becomes the KV pool (not a share of the device total)")
+                              "memory free after the weights becomes the KV pool (not a share of the device total); it "
+                              f"starts when {msf:g} x the free memory exceeds the weights, i.e. with at least "
+                              f"{weights_gib / msf:.2f} GiB free"
+                              + ("; on a Spark this release reads CUDA's free memory, MemFree: the page cache counts "
+                                 "as used (0.5.9 reads MemAvailable)" if m.unified and reads.startswith("CUDA free")
+                                 else ""))
     return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(slack, 2)},
                  kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
                  start=start, notes=notes)
@@ -1735,11 +1756,14 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if bad:
         notes = bad + notes
     world = spec.tensor_parallel * spec.pipeline_parallel
+    sglang_dp = spec.data_parallel if spec.engine == "sglang" else 1  # --dp-size: replicas, each on its own tp x pp GPUs
+    world *= max(1, sglang_dp)
     if machine.gpus is not None and world > machine.gpus:
         # planned per GPU, as a cluster of such hosts would run it (issue 20's two Sparks); this host alone cannot
         info_2 = kbe.engines[spec.engine].two_sparks
         hosts = -(-world // max(1, machine.gpus))
-        head = (f"the line asks for {world} GPUs (TP {spec.tensor_parallel} x PP {spec.pipeline_parallel}) and "
+        dp_words = f" x DP {sglang_dp}" if sglang_dp > 1 else ""
+        head = (f"the line asks for {world} GPUs (TP {spec.tensor_parallel} x PP {spec.pipeline_parallel}{dp_words}) and "
                 f"{'this Spark has 1' if machine.unified else f'this host has {machine.gpus}'}: the plan is per GPU of "
                 f"{hosts} such hosts; on this one alone {spec.engine} refuses to start (fewer GPUs than its world size)")
         if machine.unified:  # the two-Spark modes over ConnectX-7 (engines.yaml two_sparks)

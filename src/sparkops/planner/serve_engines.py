@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkops.core.errors import InputError
-from sparkops.core.launch import VLLM_IMAGE, detect_engine, image_version
+from sparkops.core.launch import SGLANG_IMAGE, VLLM_IMAGE, detect_engine, image_version, sglang_image_version
 
 Engine = Literal["vllm", "sglang", "llama.cpp", "ollama", "trtllm"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "llama.cpp", "ollama", "trtllm")
@@ -130,6 +130,10 @@ class ServeSpec(_M):
     max_lora_rank: int | None = None
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    # SGLang --dp-size: replicas of the model, each on its own tp x pp GPUs (memory per GPU unchanged, GPUs x dp)
+    data_parallel: int = 1
+    cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (0.5.23: --cuda-graph-max-bs-decode)
+    max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens (its reserve with --chunked-prefill-size <= 0)
     kv_cache_dtype: str | None = None  # auto | fp8 | fp8_e4m3 | bf16 ...
     quantization: str | None = None  # --quantization, or read from the model name
     max_num_seqs: int | None = None
@@ -269,7 +273,12 @@ _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem
            "--tp": ("tensor_parallel", "int"), "--tp-size": ("tensor_parallel", "int"), "--pp-size": ("pipeline_parallel", "int"),
            "--context-length": ("max_model_len", "size"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
            "--max-running-requests": ("max_num_seqs", "int"), "--quantization": ("quantization", "str"),
-           "--chunked-prefill-size": ("max_num_batched_tokens", "int_or_off"), "--max-total-tokens": ("kv_max_tokens", "int")}
+           "--chunked-prefill-size": ("max_num_batched_tokens", "int_or_off"), "--max-total-tokens": ("kv_max_tokens", "int"),
+           # server_args' long spellings (0.5.4 server_args.py add_cli_args; 0.5.23 arg_groups/fields/parallel.py aliases)
+           "--tensor-parallel-size": ("tensor_parallel", "int"), "--pipeline-parallel-size": ("pipeline_parallel", "int"),
+           "--dp-size": ("data_parallel", "int"),
+           "--data-parallel-size": ("data_parallel", "int"), "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
+           "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"), "--max-prefill-tokens": ("max_prefill_tokens", "int")}
 _LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "ctx0"), "--ctx-size": ("ctx_size", "ctx0"),
           "-ngl": ("n_gpu_layers", "ngl"), "--n-gpu-layers": ("n_gpu_layers", "ngl"), "--gpu-layers": ("n_gpu_layers", "ngl"),
           "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
@@ -323,8 +332,9 @@ def parse_command(text: str, *, engine: str | None = None) -> ServeSpec:
         raise ServeInputError(f"unknown engine {eng!r}; known: {', '.join(ENGINES)}")
     table = {"vllm": _VLLM, "sglang": _SGLANG, "llama.cpp": _LLAMA, "ollama": {}, "trtllm": _TRTLLM}[eng]
     spec: dict[str, Any] = {"engine": eng, "env": env}
-    if eng == "vllm":
-        tagged = next((v for t in tokens if (v := image_version(t))), None)
+    if eng in ("vllm", "sglang"):  # the image's tag names the release whose accounting applies
+        read_tag = image_version if eng == "vllm" else sglang_image_version
+        tagged = next((v for t in tokens if (v := read_tag(t))), None)
         if tagged:
             spec["engine_version"] = tagged
     ignored: list[str] = []
@@ -595,10 +605,13 @@ def engine_fields(engine: str, *, context: int | None = None, cache_type: str | 
 
 
 def looks_like_command(text: str) -> bool:
-    """True when free text is a launch line rather than a description."""
+    """True when free text is a launch line rather than a description. SGLang's launches are `python -m
+    sglang.launch_server` and `sglang serve`; the word "sglang" in a sentence ("serve qwen3-8b with sglang 64k
+    context") names the engine of a description, as "vllm" does (the command parser would find no launch there)."""
     low = text.lower()
-    return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang[.\s]|llama-server|llama-cli|ollama\s+(run|serve)|trtllm-serve)", low)
-                or "vllm.entrypoints" in low or any(VLLM_IMAGE.match(t) for t in text.split()))
+    return bool(re.search(r"(^|\s|/)(vllm\s+serve|sglang(\.launch_server|\s+(serve|launch_server))\b|llama-server|"
+                          r"llama-cli|ollama\s+(run|serve)|trtllm-serve)", low)
+                or "vllm.entrypoints" in low or any(VLLM_IMAGE.match(t) or SGLANG_IMAGE.match(t) for t in text.split()))
 
 
 # ------------------------------------------------------------------ model names and formats
