@@ -831,6 +831,7 @@ class _Plan:
     uncertainties: list[Uncertainty] = field(default_factory=list)
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
     stages: list[StageKV] = field(default_factory=list)  # vLLM pipeline stages, sized one by one
+    cell_bytes: float | None = None  # SGLang: bytes of one pool token (its own layout), what a request's tokens cost
 
 
 def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
@@ -1183,6 +1184,74 @@ def sglang_pre_load_free(m: Machine, spec: ServeSpec) -> tuple[float | None, str
     return free - float(ctx), reads
 
 
+def sglang_swa_cell(shape: ServeShape, spec: ServeSpec, kvb: float, tp: int = 1) -> tuple[float, float | None]:
+    """SGLang's bytes per pool token (one max_total_num_tokens token) and the swa_full_tokens_ratio where it pools the
+    model as hybrid SWA (else None: every attention layer keeps every token, sliding or not; Gemma 3 in every release)
+    (engines.yaml sglang.hybrid_swa: configs/model_config.py is_hybrid_swa_model; pool_configurator.py
+    HybridSWAPoolConfigurator): full layers x full bytes + ratio x sliding layers x sliding bytes."""
+    per = kv_layer_bytes(shape, kvb, tp)
+    full_cell = per * shape.attn_layers
+    if not shape.sliding_layers or not shape.sliding_window or shape.mla_dim:
+        return full_cell, None
+    h = engine_value("sglang", "hybrid_swa")
+    since = h["model_types"].get(shape.model_type)
+    if since is None or not at_least(sglang_release(spec.engine_version), str(since)):
+        return full_cell, None
+    ratio = float(h["swa_full_tokens_ratio"])
+    full_per = 2 * max(1, math.ceil(shape.full_kv_dim / max(1, tp))) * kvb if shape.full_kv_dim else per
+    return full_per * (shape.attn_layers - shape.sliding_layers) + ratio * per * shape.sliding_layers, ratio
+
+
+def sglang_mamba_state_bytes(shape: ServeShape, tp: int = 1) -> int:
+    """mamba_cache_per_req (configs/mamba_utils.py): every gated-DeltaNet layer's conv state (conv_dim/tp, kernel-1)
+    in bf16 and temporal state (v_heads/tp, v_dim, k_dim) in float32 (engines.yaml sglang.mamba); 0 without them."""
+    if not shape.gdn or not shape.linear_layers:
+        return 0
+    c = engine_value("sglang", "mamba")
+    nk, nv, dk, dv, ck = shape.gdn
+    conv_dim = dk * nk * 2 + dv * nv
+    tp = max(1, tp)
+    return shape.linear_layers * ((conv_dim // tp) * (ck - 1) * int(c["conv_state_bytes"])
+                                  + (nv // tp) * dv * dk * int(c["ssm_state_bytes"]))
+
+
+def sglang_mamba_pool(shape: ServeShape, spec: ServeSpec, rest_gib: float) -> tuple[float, int, str] | None:
+    """The mamba state pool SGLang carves out of the rest before the KV tokens (engines.yaml sglang.mamba):
+    (GiB, states, how). From 0.5.8 rest x r/(1+r) (mamba_full_memory_ratio r) in whole states; before, a fixed
+    --max-running-requests (else 512) states. None for a model without linear-attention layers."""
+    per = sglang_mamba_state_bytes(shape, spec.tensor_parallel)
+    if not per:
+        return None
+    c = engine_value("sglang", "mamba")
+    if at_least(sglang_release(spec.engine_version), str(c["ratio_since"])):
+        r = float(c["mamba_full_memory_ratio"])
+        states = int(max(rest_gib, 0.0) * r / (1 + r) * GIB // per)
+        how = f"mamba_full_memory_ratio {r:g}: {r:g}/(1 + {r:g}) of the {rest_gib:.2f} GiB left after the weights"
+    else:
+        states = spec.max_num_seqs or int(c["fixed_states_before"])
+        how = (f"{states} states (--max-running-requests)" if spec.max_num_seqs else
+               f"{states} states (max_mamba_cache_size default before {c['ratio_since']})")
+    return states * per / GIB, states, f"{per / 2**20:.2f} MiB a request, {how}"
+
+
+def sglang_vlm_factor(shape: ServeShape, spec: ServeSpec) -> tuple[float, str] | None:
+    """The factor SGLang applies to its DEFAULT mem_fraction_static for a multimodal model from 0.5.3
+    (adjust_mem_fraction_for_vlm; engines.yaml sglang.vlm_fraction); None where it does not apply."""
+    c = engine_value("sglang", "vlm_fraction")
+    v = sglang_release(spec.engine_version)
+    if not shape.params_vision or not at_least(v, str(c["since"])):
+        return None
+    if spec.language_model_only and at_least(v, str(c["language_only_since"])):
+        return None
+    layers = int(c["baseline_layers"])  # a Qwen-VL-style config names depth: SGLang reads num_hidden_layers' default
+    hidden = shape.vision.hidden if shape.vision is not None else int(c["baseline_hidden"])
+    ratio = layers * hidden ** 2 / (c["baseline_layers"] * c["baseline_hidden"] ** 2)
+    lo, hi = c["clamp"]
+    f = float(c["base"]) * max(float(lo), min(float(hi), 1.0 - float(c["sensitivity"]) * (ratio - 1.0)))
+    return f, (f"x {f:.4f} for the vision tower (adjust_mem_fraction_for_vlm: {c['base']:g} x (1 - "
+               f"{c['sensitivity']:g} x ({layers} x {hidden}^2 / ({c['baseline_layers']} x {c['baseline_hidden']}^2) - 1)))")
+
+
 def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
     """SGLang (model_runner / kv_cache_configurator): the pool is the memory free after the weights less
     pre_model_load_memory x (1 - mem_fraction_static), where pre_model_load_memory is what it read as free before
@@ -1192,6 +1261,9 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
         msf = spec.mem_fraction_static
     else:
         msf, how = sglang_default_fraction(spec, m.total_gib, mla=bool(shape.mla_dim), multimodal=shape.params_vision > 0)
+        vlm = sglang_vlm_factor(shape, spec)
+        if vlm is not None:
+            msf, how = msf * vlm[0], f"{how} = {msf:g}, {vlm[1]}"
         notes.append(f"--mem-fraction-static not named: {how} = {msf:g}")
     tp = spec.tensor_parallel
     pre, reads = sglang_pre_load_free(m, spec)
@@ -1201,8 +1273,20 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
     after_weights = pre - weights_gib
     slack = pre * (1 - msf)
     rest = after_weights - slack
-    cell = kv_layer_bytes(shape, kvb, tp) * shape.attn_layers
+    cell, swa_ratio = sglang_swa_cell(shape, spec, kvb, tp)
+    if shape.sliding_layers and shape.sliding_window and not shape.mla_dim:
+        notes.append(f"sliding-window layers: SGLang pools them as hybrid SWA (a full pool and an SWA pool of "
+                     f"swa_full_tokens_ratio {swa_ratio:g} x its tokens; {cell:,.0f} bytes a token)" if swa_ratio else
+                     f"sliding-window layers: SGLang pools {shape.model_type or shape.name} as full attention (not a "
+                     "hybrid SWA model in this release): every layer keeps every token of a request")
     page = int(engine_value("sglang", "default_page_size"))
+    mamba = sglang_mamba_pool(shape, spec, rest)
+    mamba_gib = 0.0
+    if mamba is not None:
+        mamba_gib = mamba[0]
+        notes.append(f"{shape.linear_layers} gated-DeltaNet layers: SGLang gives the mamba state pool {mamba_gib:.2f} GiB "
+                     f"({mamba[1]:,} states; {mamba[2]}) before the KV tokens")
+        rest -= mamba_gib
     tokens = int(rest * GIB // cell) // page * page if rest > 0 else 0
     passes = rest > 0 if known_free else None
     after = None  # a flush helps only where SGLang reads CUDA's free (MemFree on GB10 before 0.5.9)
@@ -1213,6 +1297,9 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
                          f"({pre:.2f} + {m.page_cache_gib:.2f} GiB free before loading); it will not start now")
             slack = (pre + m.page_cache_gib) * (1 - msf)
             rest = pre + m.page_cache_gib - weights_gib - slack
+            mamba_after = sglang_mamba_pool(shape, spec, rest)
+            mamba_gib = mamba_after[0] if mamba_after is not None else 0.0
+            rest -= mamba_gib
             tokens = int(rest * GIB // cell) // page * page
     if spec.kv_max_tokens and tokens > spec.kv_max_tokens:
         # model_runner: max_total_num_tokens = min(profiled, --max-total-tokens); the pool is allocated for that many
@@ -1233,9 +1320,12 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
                               + ("; on a Spark this release reads CUDA's free memory, MemFree: the page cache counts "
                                  "as used (0.5.9 reads MemAvailable)" if m.unified and reads.startswith("CUDA free")
                                  else ""))
-    return _Plan(weights=weights_gib, overheads={"reserved_for_activations": round(slack, 2)},
-                 kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + 0.5,
-                 start=start, notes=notes)
+    overheads = {"reserved_for_activations": round(slack, 2)}
+    if mamba is not None:
+        overheads["mamba_state_pool"] = round(mamba_gib, 2)
+    return _Plan(weights=weights_gib, overheads=overheads,
+                 kv_available=round(rest, 2), tokens=tokens, footprint=weights_gib + max(rest, 0.0) + mamba_gib + 0.5,
+                 start=start, notes=notes, cell_bytes=cell)
 
 
 def _trtllm(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
@@ -1476,6 +1566,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         "vLLM loads it unless every image/video limit is 0)")
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
+    elif shape.params_vision and spec.engine == "sglang" and not spec.language_model_only:
+        wbytes += shape.params_vision * 2  # SGLang builds the multimodal model whole: the tower loads with it
+        wdetail += (f"; vision tower {shape.params_vision / 1e9:.2f} B parameters in bf16 (its vision_config; SGLang "
+                    "loads it with the language model)")
     if drafter is _UNSET:
         drafter = drafter_shape(spec) if spec.speculative_method else None
     mtp = mtp_drafting(spec, shape)
@@ -1551,6 +1645,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     def _req(length: int) -> float:
         if hy is not None:
             return hy.request_bytes(length)
+        if spec.engine == "sglang" and p.cell_bytes:
+            # SGLang's own layout: every request token takes one pool token (full attention: every layer; hybrid SWA:
+            # a full token and ratio x an SWA token), so request, concurrency and longest request follow the pool
+            return (p.cell_bytes + d_per * d_layers) * length
         return request_kv_bytes(shape, length, kvb, tp) + (d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp) * length
 
     req = _req(mml) / GIB if mml and not kv_none else None
@@ -1589,6 +1687,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         # a pool cannot be negative: at 0 the engine refuses to start (no memory left for KV blocks)
         rng = [max(0.0, round(pool + sum(u.kv_change_gib[0] for u in p.uncertainties), 2)),
                max(0.0, round(pool + sum(u.kv_change_gib[1] for u in p.uncertainties), 2))]
+    if spec.engine == "sglang" and p.cell_bytes:
+        per_tok = p.cell_bytes + d_per * d_layers  # SGLang's pool token (sglang_swa_cell)
     kv = KVInfo(dtype_bytes=kvb, bytes_per_token=round(per_tok, 1), available_gib=pool, tokens=p.tokens,
                 available_range_gib=rng, other_ranks_gib=p.kv_other_ranks,
                 request_gib=None if req is None else round(req, 3), max_concurrency=conc, fits_max_model_len=fits_len,
