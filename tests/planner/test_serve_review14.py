@@ -304,3 +304,16 @@ def test_sglang_and_trtllm_shorten_a_request_the_pool_cannot_hold_they_do_not_re
     assert trt.verdict == "tight" and not trt.refusals
     vl = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.15", facts=facts, offline=True)
     assert vl.verdict == "does-not-fit" and vl.refusals
+
+
+def test_sglang_chunked_prefill_zero_is_unchunked_and_rc_tags_name_a_release() -> None:
+    """SGLang reads --chunked-prefill-size <= 0 as no chunking (a fourth review: 0 was taken as the default 8192);
+    an rc image tag names its release."""
+    from sparkops.core.launch import sglang_image_version
+
+    line = "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --chunked-prefill-size {}"
+    zero, minus = _plan(line.format(0)), _plan(line.format(-1))
+    assert zero.kv.available_gib == minus.kv.available_gib
+    assert any("unchunked prefill" in n for n in zero.notes)
+    assert sglang_image_version("lmsysorg/sglang:v0.5.3rc0-cu126") == "0.5.3rc0"
+    assert sglang_image_version("lmsysorg/sglang:latest") is None

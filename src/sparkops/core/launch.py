@@ -17,7 +17,7 @@ _RELEASE_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?)(?:$|[-+.])")
 # SGLang's image (``docker run ... lmsysorg/sglang:v0.5.4-cu130 python3 -m sglang.launch_server ...``): the command
 # after it starts the server; its tag names the release (``v0.5.4.post1-cu129``); ``latest``, ``dev``, ``spark`` move
 SGLANG_IMAGE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?lmsysorg/sglang(?::(?P<tag>[\w.+-]+))?(?:@sha256:[0-9a-f]+)?$")
-_SGLANG_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)(?:$|[-+])")
+_SGLANG_TAG = re.compile(r"^v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?:$|[-+])")  # v0.5.4-cu130, v0.5.3rc0
 
 
 def image_version(token: str) -> str | None:

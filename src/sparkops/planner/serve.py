@@ -1143,7 +1143,7 @@ def sglang_default_fraction(spec: ServeSpec, gpu_mem_gib: float, *, mla: bool = 
     rows = [r for r in engine_value("sglang", "default_tiers_by_release") if at_least(v, str(r["since"]))]
     tiers = max(rows, key=lambda r: release(str(r["since"])))["tiers"]
     below, chunk, bs_small, bs_large = next(t for t in tiers if t[0] is None or gpu_mib < t[0] * 1024)
-    chunk = spec.max_num_batched_tokens or chunk
+    chunk = spec.max_num_batched_tokens if spec.max_num_batched_tokens is not None else chunk  # 0 and -1: no chunking
     # --chunked-prefill-size <= 0 (no chunking): the activation reserve is sized from max_prefill_tokens instead (0.5.3
     # .. 0.5.10 server_args.py _handle_gpu_memory_settings; 0.5.23 arg_groups/memory_hook.py, overrides.py
     # pre_capture_activation_reserve_mb_of); before 0.5.3 the reserve did not depend on the chunk at all
