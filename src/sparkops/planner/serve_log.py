@@ -189,7 +189,8 @@ def read_vllm_log(text: str, *, engine_version: str | None = None, enforce_eager
     args = vals.get("launch_args") or {}
     for key, field, kind in (("model", "model", str), ("max_model_len", "max_model_len", int),
                              ("tensor_parallel_size", "tensor_parallel_size", int),
-                             ("enforce_eager", "enforce_eager", bool)):
+                             ("enforce_eager", "enforce_eager", bool),
+                             ("gpu_memory_utilization", "gpu_memory_utilization", float)):
         if field not in vals and isinstance(args.get(key), kind) and not (kind is int and isinstance(args[key], bool)):
             put(field, args[key], lines["launch_args"])
     if "model" not in vals and isinstance(args.get("model_tag"), str):
