@@ -218,7 +218,9 @@ def _last_start(text: str) -> tuple[int, str]:
         m = _START.search(line[:20000])
         if m is not None:
             kind = m.group(0)[:12]
-            if starts == 0 or kind in seen or body:
+            if starts == 0:  # what came before the first start line is that start's (an import's warnings)
+                starts = 1
+            elif kind in seen or body:
                 starts, begin, seen, body = starts + 1, pos, set(), False
             seen.add(kind)
         elif any(w in line for w in ("Model loading took", "Loading model weights took", "KV cache", "kv_cache_size",
