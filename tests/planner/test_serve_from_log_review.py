@@ -238,3 +238,11 @@ def test_cli_same_machine_flag_and_json(tmp_path):
             "--from-log", str(p)]
     assert "--from-log-same-machine" in json.loads(_cli(*base).stdout)["calibration"]["refused"]
     assert json.loads(_cli(*base, "--from-log-same-machine").stdout)["calibration"]["applied"]
+
+
+def test_a_gpu_name_line_gives_the_name_alone():
+    """The Kaggle notebook's own line (`GPU 0: Tesla T4 total=14.56 GiB free=14.46 GiB`): the name is the device's,
+    not the figures after it (else the same T4 reads as 'another GPU')."""
+    reading = read_vllm_log(log("vllm-kaggle-qwen3-8b-awq-t4-eager-u062-3k"))
+    assert reading.gpu_name == "Tesla T4"
+    assert read_vllm_log("GPU 0: NVIDIA H100 80GB HBM3").gpu_name == "NVIDIA H100 80GB HBM3"

@@ -100,7 +100,8 @@ _TASKS = re.compile(r"Supported tasks:\s*\[([^\]]*)\]")
 # GB10 which is of cuda capability 12.1."; #39878: "Found GPU1 Tesla V100-SXM2-32GB which is of compute capability"),
 # nvidia-smi -L / collect_env ("GPU 0: NVIDIA H100 80GB HBM3")
 _GPU_NAMES = [re.compile(r"Found GPU\d+\s+(.+?)\s+which is of (?:cuda |compute )?capability"),
-              re.compile(r"^\W*GPU \d+:\s+((?:NVIDIA|Tesla|Quadro|AMD)[^;(\n]*?)\s*(?:\(UUID|;|$)")]
+              re.compile(r"^\W*GPU \d+:\s+((?:NVIDIA|Tesla|Quadro|AMD)[\w .+-]*?)"
+                         r"\s*(?=\(UUID|;|`|,|\s(?:total|free)=|$)")]
 # one 'key': value pair of a printed Python dict (strings, numbers, booleans, None, flat lists / dicts)
 _PAIR = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|True|False|None|-?\d+(?:\.\d+)?(?:e-?\d+)?"
                    r"|\{[^{}]*\}|\[[^\[\]]*\])")
