@@ -56,7 +56,7 @@ def predict(a: dict, b: dict) -> dict:
     # used for what else the log shows (version, compile state), never for b
     reading = read_vllm_log(a.get("log") or "").model_copy(update={"kv_gib": float(a["observed"]["kv_gib"])})
     cal = calibrate(reading, spec_a, spec_b, machine, log_shape=shape_a, shape=shape_b, source=a["id"],
-                    log_launch=a["id"])
+                    log_launch=a["id"], same_machine=True)  # a series is one machine's, by its records
     res = serve.plan_serve(shape_b, spec_b, machine, calibration=cal)
     return {"a": a["id"], "b": b["id"], "applied": cal.applied, "refused": cal.refused, "delta": cal.delta_gib,
             "kv": res.kv.available_gib, "tokens": res.kv.tokens, "kv_obs": float(b["observed"]["kv_gib"]),

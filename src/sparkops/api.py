@@ -248,7 +248,7 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
                target: str | None = None, budget_gb: float | None = None, facts: Facts | Path | None = None,
                opts: CollectOptions | None = None, kb: Knowledge | None = None, python: str | Path | None = None,
                offline: bool = False, from_log: str | Path | None = None, from_log_line: str | None = None,
-               **flags: object) -> ServePlanResult:
+               from_log_same_machine: bool = False, **flags: object) -> ServePlanResult:
     """Will this model serve here: weights, KV cache, the engine's own start-up check and the verdict.
 
     ``workload`` is a pasted launch line (``vllm serve MODEL --max-model-len 32k ...``) or free text;
@@ -260,7 +260,9 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     fine-tune descriptions). A model in no catalog or local cache is read from the Hub unless ``offline``.
     ``from_log``: a real vLLM start-up log of this model on this machine (a file, or its text): the plan carries what
     that start measured (planner/serve_calibrate.py; ``calibration`` in the result says how, or why not). The log's
-    launch line is its printed ``non-default args``, else ``from_log_line``.
+    launch line is ``from_log_line`` (a ``vllm serve`` line: an input error otherwise), else its printed
+    ``non-default args`` (a cut dict is refused). ``from_log_same_machine``: the user says the log is of this machine
+    where the log prints neither the GPU's device total nor its name (else refused).
     Returns a :class:`sparkops.planner.serve.ServePlanResult`.
     """
     from sparkops.planner import serve
@@ -303,7 +305,8 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
     drafter = serve.hub_drafter(spec, hub)  # None unless a drafter outside the catalog is named by a Hub id
     calibration = None
     if from_log is not None:
-        spec, calibration = _log_calibration(from_log, from_log_line, spec, shape, machine, hub)
+        spec, calibration = _log_calibration(from_log, from_log_line, spec, shape, machine, hub,
+                                             same_machine=from_log_same_machine)
     res = serve.plan_serve(shape, spec, machine, fit_margin=kb.thresholds.g3.fit_margin_fraction, beside=jobs,
                            running=running, calibration=calibration,
                            **({"drafter": drafter} if drafter is not None else {}))
@@ -311,12 +314,12 @@ def serve_plan(*, workload: str | None = None, model: str | None = None, config:
 
 
 def _log_calibration(log: str | Path, log_line: str | None, spec: ServeSpec, shape: ServeShape, machine: Machine,
-                     hub: object) -> tuple[ServeSpec, LogCalibration]:
+                     hub: object, same_machine: bool = False) -> tuple[ServeSpec, LogCalibration]:
     """Read the user's start-up log (collect), then decide the correction (judge: serve_calibrate.calibrate). The
     plan's vLLM version defaults to the log's where the launch line names none (the owner plans on that build)."""
     from sparkops.core.errors import InputError
     from sparkops.planner import serve
-    from sparkops.planner.serve_calibrate import calibrate
+    from sparkops.planner.serve_calibrate import calibrate, with_log_values
     from sparkops.planner.serve_engines import spec_from_text
     from sparkops.planner.serve_log import launch_line, read_vllm_log
 
@@ -327,17 +330,26 @@ def _log_calibration(log: str | Path, log_line: str | None, spec: ServeSpec, sha
             raise InputError(f"--from-log {log}: cannot read it ({exc.strerror or exc})") from None
     else:
         text, source = log, "the log's text"
-    reading = read_vllm_log(text, engine_version=spec.engine_version)
-    printed = launch_line(reading.launch_args)
-    line = log_line if log_line and (printed is None or reading.launch_args_cut) else (printed or log_line)
+    given = _from_log_line(log_line) if log_line else None
+    reading = read_vllm_log(text, engine_version=(given.engine_version if given else None) or spec.engine_version,
+                            enforce_eager=bool(given and given.enforce_eager))
+    printed = None if reading.launch_args_cut else launch_line(reading.launch_args)
+    line = log_line if log_line else printed
     if not spec.engine_version and reading.version and spec.engine == "vllm":
         spec = spec.model_copy(update={"engine_version": reading.version})
-    if not line:
-        return spec, serve.LogCalibration(
+
+    def refused(why: str) -> LogCalibration:
+        return serve.LogCalibration(
             applied=False, source=source, log_version=reading.version, log_kv_gib=reading.kv_gib,
-            log_tokens=reading.kv_tokens, log_compile_state=reading.compile_state,
-            refused="the log prints no launch line ('non-default args: {...}'): pass it with --from-log-line")
-    log_spec = spec_from_text(line, engine="vllm")
+            log_tokens=reading.kv_tokens, log_compile_state=reading.compile_state, refused=why)
+
+    if not line:
+        if reading.launch_args_cut:  # a cut dict drops flags that size the pool: never planned as the launch line
+            return spec, refused("the log's 'non-default args' is cut short ('...'): the flags it does not show may "
+                                 "size the pool; pass the whole launch line with --from-log-line")
+        return spec, refused("the log prints no launch line ('non-default args: {...}'): pass it with --from-log-line")
+    log_spec = given if given is not None else spec_from_text(line, engine="vllm")
+    log_spec = with_log_values(reading, log_spec)
     if not log_spec.engine_version and reading.version:
         log_spec = log_spec.model_copy(update={"engine_version": reading.version})
     try:
@@ -345,7 +357,25 @@ def _log_calibration(log: str | Path, log_line: str | None, spec: ServeSpec, sha
     except Exception:  # noqa: BLE001 - a model the log names that no catalog or Hub resolves: refused below, by name
         log_shape = None
     return spec, calibrate(reading, log_spec, spec, machine, log_shape=log_shape, shape=shape, source=source,
-                           log_launch=line)
+                           log_launch=line, same_machine=same_machine)
+
+
+def _from_log_line(line: str) -> ServeSpec:
+    """``--from-log-line``: the ``vllm serve ...`` line the log's start ran (a launch line, not a description: free
+    text would drop its flags); its errors are named as that option's."""
+    from sparkops.core.errors import InputError
+    from sparkops.planner.serve_engines import looks_like_command, spec_from_text
+
+    if not looks_like_command(line):
+        raise InputError(f"--from-log-line {line!r} is not a launch line: give the 'vllm serve MODEL ...' command "
+                         "(or docker run vllm/vllm-openai ...) that started the log's server")
+    try:
+        spec = spec_from_text(line, engine="vllm")
+    except InputError as exc:
+        raise InputError(f"--from-log-line: {exc}") from None
+    if spec.engine != "vllm":
+        raise InputError(f"--from-log-line is a {spec.engine} launch line: only a vLLM start-up log calibrates")
+    return spec
 
 
 def preflight(facts: Facts | Path | None = None, opts: CollectOptions | None = None,

@@ -41,7 +41,9 @@ def _calibrated(a_id: str, b_id: str) -> tuple[serve.ServePlanResult, serve.LogC
     sa_, sb = sa.spec_of(a), sa.spec_of(b)
     m = sa.machine_of(b)
     reading = read_vllm_log(a["log"]).model_copy(update={"kv_gib": float(a["observed"]["kv_gib"])})
-    cal = calibrate(reading, sa_, sb, m, log_shape=serve.resolve_shape(sa_.model), shape=serve.resolve_shape(sb.model))
+    # the pair is one machine's by the records (benchmarks/serve_from_log.py says so too: same_machine)
+    cal = calibrate(reading, sa_, sb, m, log_shape=serve.resolve_shape(sa_.model), shape=serve.resolve_shape(sb.model),
+                    same_machine=True)
     return serve.plan_serve(serve.resolve_shape(sb.model), sb, m, calibration=cal), cal
 
 
@@ -179,7 +181,7 @@ def test_refusals_say_why_and_leave_the_flags_alone_plan():
     other = reading.model_copy(update={"kv_gib": None})
 
     def why(log_spec, plan_spec, r=reading, log_shape=shape, plan_shape=shape):
-        c = calibrate(r, log_spec, plan_spec, m, log_shape=log_shape, shape=plan_shape)
+        c = calibrate(r, log_spec, plan_spec, m, log_shape=log_shape, shape=plan_shape, same_machine=True)
         assert not c.applied and c.delta_gib is None
         return c.refused
 
@@ -209,12 +211,13 @@ def test_cli_from_log_plans_another_line_on_the_log_s_measured_basis(tmp_path):
     log.write_text(rec["log"])
     own = launch_line(read_vllm_log(rec["log"]).launch_args)
     assert own is not None
-    base = ["plan", "--serve", "--offline", "--target", "dgx-spark", "--json"]
+    # the log prints neither the device total nor the GPU's name: the user says it is this machine's (round 20ay)
+    base = ["plan", "--serve", "--offline", "--target", "dgx-spark", "--json", "--from-log-same-machine"]
     same = json.loads(_cli(*base, "-w", own, "--from-log", str(log)).stdout)
     assert same["calibration"]["applied"] and same["calibration"]["log_launch"] == own
     assert same["kv"]["available_gib"] == pytest.approx(rec["observed"]["kv_gib"], abs=0.011)
     other = own.replace("--gpu-memory-utilization 0.8", "--gpu-memory-utilization 0.7")
-    alone = json.loads(_cli(*base, "-w", other).stdout)
+    alone = json.loads(_cli(*base[:-1], "-w", other).stdout)
     cal = json.loads(_cli(*base, "-w", other, "--from-log", str(log)).stdout)
     assert alone["calibration"] is None
     delta = cal["calibration"]["delta_gib"]
@@ -234,7 +237,7 @@ def test_cli_from_log_without_a_launch_line_says_to_pass_one(tmp_path):
     line = "vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --gpu-memory-utilization 0.6"
     out = json.loads(_cli("plan", "--serve", "--offline", "--target", "dgx-spark", "--json", "-w",
                           "vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --gpu-memory-utilization 0.5", "--from-log",
-                          str(log), "--from-log-line", line).stdout)
+                          str(log), "--from-log-line", line, "--from-log-same-machine").stdout)
     assert out["calibration"]["applied"] and out["calibration"]["log_launch"] == line
 
 
@@ -243,6 +246,7 @@ def test_mcp_plan_serve_takes_the_log_s_text():
 
     rec = BY_ID["vllm-jethac-gemma4-26b-a4b-bf16-gb10-u080-8k"]
     own = launch_line(read_vllm_log(rec["log"]).launch_args)
-    out = tools.plan_serve(workload=own, target="dgx-spark", offline=True, from_log=rec["log"])
+    out = tools.plan_serve(workload=own, target="dgx-spark", offline=True, from_log=rec["log"],
+                           from_log_same_machine=True)
     assert out["calibration"]["applied"] and out["calibration"]["source"] == "the log's text"
     assert out["kv"]["available_gib"] == pytest.approx(rec["observed"]["kv_gib"], abs=0.011)

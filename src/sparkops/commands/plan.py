@@ -104,7 +104,11 @@ def register(app: typer.Typer) -> None:
                             "compile cache, sampler, CUDA-graph estimate) to this launch line, or says why not.",
                             show_default=False)] = None,
         from_log_line: Annotated[str | None, typer.Option("--from-log-line", help="--serve --from-log: the launch "
-                                 "line of that log, where the log prints no 'non-default args'.")] = None,
+                                 "line of that log (a `vllm serve ...` line; it wins over the log's printed "
+                                 "'non-default args', and must agree with what the log printed).")] = None,
+        from_log_same_machine: Annotated[bool, typer.Option("--from-log-same-machine", help="--serve --from-log: the "
+                                         "log is of this machine, where it prints neither the GPU's device total nor "
+                                         "its name (else the calibration is refused).")] = False,
     ) -> int:
         """Will this fine-tune fit? Itemised estimate, verdict, and the OOM ladder. With --serve: will this model
         serve, with how much KV cache, beside what else. Exit 0 fits, 1 tight, 2 does not fit."""
@@ -122,6 +126,9 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("this workload describes a server (inference), not a fine-tune: add --serve to "
                                      "plan its weights, KV cache and the engine's start-up check, or --method "
                                      "full|lora|qlora to plan a fine-tune", param_hint="--workload")
+        if not serve and (from_log is not None or from_log_line or from_log_same_machine):
+            raise typer.BadParameter("--from-log / --from-log-line / --from-log-same-machine calibrate a server's plan: "
+                                     "add --serve", param_hint="--from-log")
         if serve:
             if python is not None:
                 from sparkops.commands._common import check_python
@@ -132,7 +139,8 @@ def register(app: typer.Typer) -> None:
                                    max_model_len=max_model_len, gpu_memory_utilization=gpu_util,
                                    kv_cache_dtype=kv_dtype, tensor_parallel=tp, concurrency=concurrency,
                                    engine_version=engine_version, python=python, offline=offline,
-                                   from_log=from_log, from_log_line=from_log_line)
+                                   from_log=from_log, from_log_line=from_log_line,
+                                   from_log_same_machine=from_log_same_machine)
             return emit(ServeOutcome(res_s), fmt, as_json)
 
         res = api.plan(model=model, config=config, workload=workload, method=method, framework=framework, loop=loop,

@@ -78,6 +78,34 @@ _COUNT_WORDS = ("users", "requests", "concurrent", "parallel", "seqs", "sequence
 NODE_WORDS = ("nodes", "node", "sparks", "spark", "machines", "machine", "hosts")
 
 
+# a length's words: after the word ("ctx 4096", "context 128k") and before it ("128k context", "2k tokens")
+_LEN_AFTER = ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length", "max-model-len",
+              "max_model_len", "max-seq-len", "seq-len", "context-length", "context_length")
+_LEN_BEFORE = ("context", "ctx", "tokens", "seq", "seqlen", "sequence", "token")
+# words that name a training run (a fine-tune "for serving" is still a fine-tune: the serve word names its use)
+TRAIN_WORDS = frozenset({"fine-tune", "finetune", "fine-tuning", "finetuning", "fine-tuned", "train", "training",
+                         "trainer", "sft", "dpo", "grpo", "ppo", "orpo", "kto", "rlhf", "lora", "qlora", "pretrain",
+                         "pre-train", "pretraining", "fft", "full-finetune"})
+
+
+def _length(tok: str) -> int | None:
+    """A token count as written: ``4096``, ``128k``, ``1.5k``; None for anything else."""
+    if tok.isascii() and tok.isdigit():
+        return int(tok)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)k", tok)
+    return int(float(m.group(1)) * 1024) if m else None
+
+
+def _counts(tokens: list[str], j: int) -> bool:
+    """Whether the number at ``j`` counts users / requests / parallel slots, not tokens: "4 users" (a count word
+    after it that takes no number of its own: "ctx 4096 parallel 4" leaves 4096 a length), "parallel 4" (a count word
+    right before it)."""
+    after = tokens[j + 1] if j + 1 < len(tokens) else ""
+    after2 = tokens[j + 2] if j + 2 < len(tokens) else ""
+    before = tokens[j - 1] if j >= 1 else ""
+    return (after in _COUNT_WORDS and _length(after2) is None) or before in _COUNT_WORDS
+
+
 def _size_b(tok: str) -> float | None:
     """Billions of parameters in a token: ``70b``, ``8x7b`` (56), ``llama-3.1-70b-instruct`` (70)."""
     m = _SIZE.search(tok)
@@ -98,6 +126,7 @@ def parse_workload(text: str) -> Workload:
     if len(written) != len(tokens) or any(a.lower() != b for a, b in zip(written, tokens, strict=False)):
         written = tokens
     used: set[int] = set()
+    trains = any(t in TRAIN_WORDS for t in tokens)  # "sft qwen3-8b then serve it with vllm" is a fine-tune
 
     def take(i: int, n: int = 1) -> None:
         used.update(range(i, i + n))
@@ -105,7 +134,7 @@ def parse_workload(text: str) -> Workload:
     for i, tok in enumerate(tokens):
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
         nxt2 = tokens[i + 2] if i + 2 < len(tokens) else ""
-        if tok in METHODS and w.method is None:
+        if tok in METHODS and w.method is None and not (trains and METHODS[tok] == "inference"):
             w.method = METHODS[tok]
             take(i)
         elif tok in PRECISIONS and w.precision is None:
@@ -114,13 +143,12 @@ def parse_workload(text: str) -> Workload:
         elif re.fullmatch(r"(\d+x)?" + _NUM + r"b", tok):  # 70b, 8x7b
             w.params_b = _size_b(tok)
             take(i)
-        elif (m := re.fullmatch(_NUM + "k", tok)) and nxt in ("context", "ctx") and w.seq_len is None:
-            w.seq_len = int(float(m.group(1)) * 1024)  # "64k context": the size before the word
+        elif tok in _LEN_AFTER and (n := _length(nxt)) is not None and not _counts(tokens, i + 1):
+            w.seq_len = n  # "ctx 4096", "context 128k", "seq 8k" (not "context 4 users": that 4 counts users)
             take(i, 2)
-        elif tok in ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length",
-                     "max-model-len", "max_model_len", "max-seq-len") and nxt.isdigit() \
-                and nxt2 not in _COUNT_WORDS:  # "64k context 4 users": the 4 counts users, not tokens
-            w.seq_len = int(nxt)
+        elif (n := _length(tok)) is not None and nxt in _LEN_BEFORE and not _counts(tokens, i) \
+                and w.seq_len is None:
+            w.seq_len = n  # "64k context", "2k tokens", "8192 seq": the size before the word
             take(i, 2)
         elif tok in ("bs", "batch", "batch_size", "batch-size", "micro_batch", "per_device_train_batch_size") \
                 and nxt.isdigit():
@@ -163,7 +191,7 @@ def parse_workload(text: str) -> Workload:
     # sglang.launch_server ...`) is an inference workload on that engine even where no word says "serve"
     engine = engine_in_text(text)
     if engine is not None:
-        w.method = w.method or "inference"
+        w.method = w.method or (None if trains else "inference")
         comp = "tensorrt-llm" if engine == "trtllm" else engine
         if comp not in w.components:
             w.components.append(comp)

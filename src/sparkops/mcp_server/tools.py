@@ -14,6 +14,7 @@ Read-only by design: no ``setup --exec``, no ``pin``, no ``thermal start``, no `
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,10 +235,20 @@ def plan(
 
 
 def _log_arg(value: str | None) -> str | Path | None:
-    """A start-up log given to an MCP tool: a path where one exists (one line, no newline), else the log's text."""
-    if value and "\n" not in value and len(value) < 4096 and Path(value).expanduser().is_file():
-        return Path(value).expanduser()
-    return value
+    """A start-up log given to an MCP tool: its text, or a path to it. Text is told from a path without touching the
+    filesystem (a long line of log text is no file name: Path.is_file raises 'File name too long' on it): a value
+    with a newline, or one that reads as a log line (vLLM's 'INFO'/'WARNING' records, a 'GiB' figure, its
+    printed args), is text; a value longer than PATH_MAX, or with a path part longer than NAME_MAX, is text; only
+    then is it looked up, and an existing file is read."""
+    if not value or "\n" in value or len(value) >= 4096 or any(len(p) > 255 for p in value.split("/")):
+        return value
+    if re.search(r"\b(INFO|WARNING|ERROR|DEBUG)\b|\bGiB\b|non-default args", value):
+        return value
+    try:
+        path = Path(value).expanduser()
+        return path if path.is_file() else value
+    except (OSError, ValueError):  # any other reason it is no file name here: the log's text
+        return value
 
 
 def plan_serve(
@@ -271,7 +282,11 @@ def plan_serve(
                     "plan carries what that start measured to this launch line (result 'calibration'), or says "
                     "why not.")] = None,
     from_log_line: Annotated[str | None, Field(
-        description="The launch line of that log, where the log prints no 'non-default args'.")] = None,
+        description="The `vllm serve ...` launch line of that log (wins over its printed 'non-default args'; must "
+                    "agree with what the log printed).")] = None,
+    from_log_same_machine: Annotated[bool, Field(
+        description="The log is of this machine, where it prints neither the GPU's device total nor its name "
+                    "(else the calibration is refused).")] = False,
 ) -> dict[str, Any]:
     """Will this model serve here, with how much KV cache, beside what else? As `spark-ops plan --serve --json`
     prints it (GiB): weights by format, KV bytes per token, the engine's own accounting (vLLM's share of total
@@ -287,7 +302,7 @@ def plan_serve(
                              max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                              kv_cache_dtype=kv_cache_dtype, concurrency=concurrency, engine_version=engine_version,
                              python=python, offline=offline, from_log=_log_arg(from_log),
-                             from_log_line=from_log_line)
+                             from_log_line=from_log_line, from_log_same_machine=from_log_same_machine)
     from sparkops.commands.plan import ServeOutcome
 
     return ServeOutcome(res).data()

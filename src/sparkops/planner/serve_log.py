@@ -41,6 +41,16 @@ class VllmLogReading(BaseModel):
     compile_state: str = "unknown"  # cold | warm | eager | unknown (serve.vllm_compile_state, engines.yaml)
     launch_args: dict[str, Any] = Field(default_factory=dict)  # "non-default args: {...}" (a cut dict: what it shows)
     launch_args_cut: bool = False  # the dict was printed (or quoted) cut short ("...")
+    # what the start itself says it ran with (the engine config line "Initializing a V1 LLM engine ... with config:
+    # model='...', max_seq_len=..., tensor_parallel_size=..., enforce_eager=...", "Using max model len N", the
+    # printed args); None where it printed none: checked against the launch line (serve_calibrate.log_line_mismatch)
+    model: str | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    pooling: str | None = None  # "Resolved `--convert auto` to `--convert embed`" / "Supported tasks: ['embed']"
+    gpu_name: str | None = None  # torch's "Found GPU0 NVIDIA GB10 which is of ..." / "GPU 0: NVIDIA H100 80GB HBM3"
+    starts: int = 0  # engine starts the text holds (each begins at its version line / non-default args); read: the last
     lines: dict[str, str] = Field(default_factory=dict)  # field -> the log line it was read from
 
 
@@ -76,6 +86,22 @@ _VERSIONS = [re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
              re.compile(r"\bvLLM\s+v?(\d+\.\d+\.\d+[\w.+-]*)"),
              re.compile(r"^\s*version\s+v?(\d+\.\d+\.\d+[\w.+-]*)")]
 _ARGS = re.compile(r"non-default args:\s*(\{.*)")
+# a start's first lines: the API server's version line, its printed args, the engine's config line
+_START = re.compile(r"vLLM API server version|non-default args:|Initializing a V\d LLM engine")
+_CONFIG = re.compile(r"Initializing a V\d LLM engine.*?with config:(.*)")
+_CFG_MODEL = re.compile(r"(?<![\w_])model='([^']+)'")
+_CFG_INT = {"max_model_len": re.compile(r"\bmax_seq_len=(\d+)"),
+            "tensor_parallel_size": re.compile(r"\btensor_parallel_size=(\d+)")}
+_CFG_EAGER = re.compile(r"\benforce_eager=(True|False)")
+_MAX_LEN = re.compile(r"Using max model len\s+(\d+)")
+_CONVERT = re.compile(r"Resolved `--convert auto` to `--convert (embed|classify|reward)`")
+_TASKS = re.compile(r"Supported tasks:\s*\[([^\]]*)\]")
+# the device's name where a start-up prints it: torch's capability warning (vllm-project/vllm#31588: "Found GPU0 NVIDIA
+# GB10 which is of cuda capability 12.1."; #39878: "Found GPU1 Tesla V100-SXM2-32GB which is of compute capability"),
+# nvidia-smi -L / collect_env ("GPU 0: NVIDIA H100 80GB HBM3")
+_GPU_NAMES = [re.compile(r"Found GPU\d+\s+(.+?)\s+which is of (?:cuda |compute )?capability"),
+              re.compile(r"^\W*GPU \d+:\s+((?:NVIDIA|Tesla|Quadro|AMD)[\w .+-]*?)"
+                         r"\s*(?=\(UUID|;|`|,|\s(?:total|free)=|$)")]
 # one 'key': value pair of a printed Python dict (strings, numbers, booleans, None, flat lists / dicts)
 _PAIR = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|True|False|None|-?\d+(?:\.\d+)?(?:e-?\d+)?"
                    r"|\{[^{}]*\}|\[[^\[\]]*\])")
@@ -109,13 +135,15 @@ def parse_launch_args(text: str) -> tuple[dict[str, Any], bool]:
 
 
 def read_vllm_log(text: str, *, engine_version: str | None = None, enforce_eager: bool = False) -> VllmLogReading:
-    """Every line of a vLLM start-up log this module knows, read once. The first line wins for a field, except the KV
+    """Every line of a vLLM start-up log this module knows, read once, from its LAST start only (a restart in the same
+    file, or two models' starts, never mix: ``starts`` says how many the text held). The first line wins for a field, except the KV
     pool, tokens and concurrency, where the LAST line of the best-ranked wording wins (a restart in the same log prints
     them again; "Available KV cache memory" outranks another rank's "Current kv cache memory in use").
     ``engine_version`` / ``enforce_eager``: what the launch line says where the log prints no version line or launch
     args; only the compile-state rule reads them."""
     if not isinstance(text, str):
         return VllmLogReading()
+    starts, text = _last_start(text)
     vals: dict[str, Any] = {}
     lines: dict[str, str] = {}
     last_wins = {"kv_gib", "kv_tokens", "max_concurrency", "max_concurrency_len", "gpu_blocks"}
@@ -158,15 +186,77 @@ def read_vllm_log(text: str, *, engine_version: str | None = None, enforce_eager
             if args:
                 vals["launch_args"], vals["launch_args_cut"] = args, cut or "..." in m.group(1)
                 lines["launch_args"] = line.strip()[:400]
+        _read_config(line, put)
+    args = vals.get("launch_args") or {}
+    for key, field, kind in (("model", "model", str), ("max_model_len", "max_model_len", int),
+                             ("tensor_parallel_size", "tensor_parallel_size", int),
+                             ("enforce_eager", "enforce_eager", bool),
+                             ("gpu_memory_utilization", "gpu_memory_utilization", float)):
+        if field not in vals and isinstance(args.get(key), kind) and not (kind is int and isinstance(args[key], bool)):
+            put(field, args[key], lines["launch_args"])
+    if "model" not in vals and isinstance(args.get("model_tag"), str):
+        put("model", args["model_tag"], lines["launch_args"])
+    vals["starts"] = starts
     util = vals.get("gpu_memory_utilization")
     if util is not None and not 0 < util <= 1:
         vals.pop("gpu_memory_utilization")
         lines.pop("gpu_memory_utilization", None)
     state = _compile_state(text, vals.get("version") or engine_version,
-                           enforce_eager or bool((vals.get("launch_args") or {}).get("enforce_eager")))
+                           enforce_eager or bool(vals.get("enforce_eager")))
     if state is not None:
         vals["compile_state"], lines["compile_state"] = state
     return VllmLogReading(**vals, lines=lines)
+
+
+def _last_start(text: str) -> tuple[int, str]:
+    """How many engine starts ``text`` holds and the last one's text. A start begins at its first start line (the
+    version line, the printed args, the engine's config line): a start line of a kind the current start already
+    printed, or any start line after the start read a measured line (weights, KV), opens the next start."""
+    starts, begin, seen, body = 0, 0, set(), False
+    lines = text.splitlines(keepends=True)
+    pos = 0
+    for line in lines:
+        m = _START.search(line[:20000])
+        if m is not None:
+            kind = m.group(0)[:12]
+            if starts == 0:  # what came before the first start line is that start's (an import's warnings)
+                starts = 1
+            elif kind in seen or body:
+                starts, begin, seen, body = starts + 1, pos, set(), False
+            seen.add(kind)
+        elif any(w in line for w in ("Model loading took", "Loading model weights took", "KV cache", "kv_cache_size",
+                                     "GPU blocks:")):
+            body = True
+        pos += len(line)
+    return max(starts, 1), text[begin:]
+
+
+def _read_config(line: str, put: Any) -> None:
+    """The config fields one line prints (the engine config line, 'Using max model len', the pooling lines, the
+    device name)."""
+    if (m := _CONFIG.search(line)) is not None:
+        cfg = m.group(1)
+        if (mm := _CFG_MODEL.search(cfg)) is not None:
+            put("model", mm.group(1), line)
+        for field, pat in _CFG_INT.items():
+            if (mm := pat.search(cfg)) is not None:
+                put(field, int(mm.group(1)), line)
+        if (mm := _CFG_EAGER.search(cfg)) is not None:
+            put("enforce_eager", mm.group(1) == "True", line)
+    if (m := _MAX_LEN.search(line)) is not None:
+        put("max_model_len", int(m.group(1)), line)
+    if (m := _CONVERT.search(line)) is not None:
+        put("pooling", {"reward": "embed"}.get(m.group(1), m.group(1)), line)
+    if (m := _TASKS.search(line)) is not None:
+        tasks = re.findall(r"'(\w+)'", m.group(1))
+        if "generate" in tasks:
+            put("pooling", "none", line)
+        elif tasks:
+            put("pooling", "classify" if "classify" in tasks or "score" in tasks else "embed", line)
+    for pat in _GPU_NAMES:
+        if (m := pat.search(line)) is not None and m.group(1).strip():
+            put("gpu_name", m.group(1).strip(), line)
+            break
 
 
 def _compile_state(text: str, version: str | None, eager: bool) -> tuple[str, str] | None:
