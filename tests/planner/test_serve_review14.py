@@ -317,3 +317,15 @@ def test_sglang_chunked_prefill_zero_is_unchunked_and_rc_tags_name_a_release() -
     assert any("unchunked prefill" in n for n in zero.notes)
     assert sglang_image_version("lmsysorg/sglang:v0.5.3rc0-cu126") == "0.5.3rc0"
     assert sglang_image_version("lmsysorg/sglang:latest") is None
+
+
+def test_the_dgx_spark_target_names_its_gpu_so_a_gb10_log_matches_it() -> None:
+    """--target dgx-spark is a GB10: a log naming 'NVIDIA GB10' is this machine's GPU without --from-log-same-machine;
+    a log naming another GPU is refused."""
+    from sparkops.planner.serve_calibrate import same_gpu
+    from sparkops.planner.serve_log import VllmLogReading
+
+    spark = serve.machine_from_target("dgx-spark", 0.0)
+    assert spark.gpu_name == "NVIDIA GB10"
+    assert same_gpu(VllmLogReading(gpu_name="NVIDIA GB10"), spark) is None
+    assert "another GPU" in (same_gpu(VllmLogReading(gpu_name="NVIDIA H100 80GB HBM3"), spark) or "")

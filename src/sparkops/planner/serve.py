@@ -138,7 +138,8 @@ def _r(x: float | None) -> float | None:
 # dated: an idle DGX Spark (reference/gb10-readings.md: MemTotal 127600748 kB = 121.69 GiB,
 # MemAvailable 118566368 kB = 113.07 GiB; vLLM saw free 110.34/121.69 on a clean boot)
 # gpus: a DGX Spark has one; the h200/h100 targets describe one GPU of a host whose count they do not say
-TARGETS = {"dgx-spark": {"total_gib": 121.69, "free_gib": 110.34, "available_gib": 113.07, "unified": True, "gpus": 1},
+TARGETS = {"dgx-spark": {"total_gib": 121.69, "free_gib": 110.34, "available_gib": 113.07, "unified": True, "gpus": 1,
+                         "gpu_name": "NVIDIA GB10"},
            "h200": {"total_gib": 139.8, "free_gib": 139.2, "available_gib": 139.2, "unified": False},
            "h100": {"total_gib": 79.19, "free_gib": 78.6, "available_gib": 78.6, "unified": False}}
 
@@ -152,7 +153,7 @@ def machine_from_target(target: str, os_reserve_gib: float) -> Machine:
     cache = round(t["available_gib"] - t["free_gib"], 2) if t["unified"] else None
     return Machine(source=f"target:{key}", total_gib=t["total_gib"], free_gib=t["free_gib"],
                    available_gib=t["available_gib"], page_cache_gib=cache, unified=bool(t["unified"]),
-                   os_reserve_gib=os_reserve_gib if t["unified"] else 0.0, gpus=t.get("gpus"),
+                   os_reserve_gib=os_reserve_gib if t["unified"] else 0.0, gpus=t.get("gpus"), gpu_name=t.get("gpu_name", ""),
                    detail=f"{key}: an idle box as recorded (gb10-readings.md / device readings)")
 
 
