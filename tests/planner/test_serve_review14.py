@@ -329,3 +329,15 @@ def test_the_dgx_spark_target_names_its_gpu_so_a_gb10_log_matches_it() -> None:
     assert spark.gpu_name == "NVIDIA GB10"
     assert same_gpu(VllmLogReading(gpu_name="NVIDIA GB10"), spark) is None
     assert "another GPU" in (same_gpu(VllmLogReading(gpu_name="NVIDIA H100 80GB HBM3"), spark) or "")
+
+
+def test_sglang_month_table_holds_every_boundary_the_rules_use() -> None:
+    """Blind v27's GB10 Gemma 4 start (an SGLang dev build of 2026-09) printed a hybrid SWA pool, but the month table
+    jumped from 2026-04 (0.5.10.post1) to 2026-10, so the plan read it as before Gemma 4's hybrid pool (0.5.13.post1):
+    every month from a rule's boundary on must map at or past it."""
+    from sparkops.core.releases import release
+
+    boundary = release("0.5.13.post1")
+    for month in ("2026-06", "2026-07", "2026-09"):
+        assert serve.sglang_release(f"0.0.0.dev1 ({month} image)") >= boundary, month
+    assert serve.sglang_release("2026-05 image") < boundary
