@@ -2,7 +2,8 @@
 sizing flags read, --language-only / --language-model-only read, the log's printed pool-sizing arguments against
 --from-log-line (the REAL recorded logs of tests/planner/serve_logs/logs.yaml, read from the YAML), the MCP log
 argument that names a file, and SGLang's one figure for the longest request. Each test fails on the code before this
-round (2248763)."""
+round (2248763), except test_sglang_058_ratio_pool_keeps_the_ask_at_weights_over_msf, the guard that the ratio pool
+(which follows the memory) stays out of the ask."""
 
 from __future__ import annotations
 
