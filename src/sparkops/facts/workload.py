@@ -13,7 +13,8 @@ from sparkops.core.launch import engine_in_text
 from sparkops.core.modeling import BaseModel, ConfigDict, Field
 
 METHODS = {"full": "full", "fft": "full", "lora": "lora", "qlora": "qlora", "inference": "inference",
-           "serve": "inference", "serving": "inference", "infer": "inference"}
+           "serve": "inference", "serving": "inference", "infer": "inference", "host": "inference",
+           "hosting": "inference"}
 PRECISIONS = {"nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "fp8": "fp8", "bf16": "bf16",
               "fp16": "fp16", "fp32": "fp32", "int8": "int8", "int4": "int4", "4bit": "int4", "8bit": "int8"}
 COMPONENTS = ["vllm", "sglang", "unsloth", "trl", "peft", "transformers", "axolotl", "torchtune",
@@ -76,16 +77,25 @@ TP_KEYS = ("tp", "tensor_parallel", "tensor-parallel", "tensor_parallel_size", "
            "tensor_model_parallel_size", "tensor-model-parallel-size", "tp_size", "tp-size")
 _COUNT_WORDS = ("users", "requests", "concurrent", "parallel", "seqs", "sequences", "clients")
 NODE_WORDS = ("nodes", "node", "sparks", "spark", "machines", "machine", "hosts")
+# what a number before these words counts: nodes and GPUs, never tokens ("16k context 2 sparks", "ctx 8k 2 gpus")
+_UNIT_WORDS = (*NODE_WORDS, "gpus", "gpu")
 
 
 # a length's words: after the word ("ctx 4096", "context 128k") and before it ("128k context", "2k tokens")
-_LEN_AFTER = ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "packing", "max_seq_length", "max-model-len",
+_LEN_AFTER = ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "tokens", "packing", "max_seq_length", "max-model-len",
               "max_model_len", "max-seq-len", "seq-len", "context-length", "context_length")
 _LEN_BEFORE = ("context", "ctx", "tokens", "seq", "seqlen", "sequence", "token")
-# words that name a training run (a fine-tune "for serving" is still a fine-tune: the serve word names its use)
-TRAIN_WORDS = frozenset({"fine-tune", "finetune", "fine-tuning", "finetuning", "fine-tuned", "train", "training",
-                         "trainer", "sft", "dpo", "grpo", "ppo", "orpo", "kto", "rlhf", "lora", "qlora", "pretrain",
+# Serving or training, the rule (round 20ba). A sentence trains when it has a training VERB or the name of a training
+# run: fine-tune X, finetune, train, training, sft, dpo, grpo, ppo, orpo, kto, rlhf, pretrain, fft ("fine-tune
+# llama-3.1-8b for serving", "sft qwen3-8b then serve it": the serve word names the model's later use). "lora",
+# "qlora", "fine-tuned", "finetuned", "adapter(s)" are no verbs: an adjective or a noun for WHAT is run. Without a serve
+# word they name the training method ("qlora 70b seq 8192", "lora qwen3-8b"); in a sentence that asks to serve it
+# (serve / serving / inference / infer / host / hosting) they describe the model served
+# ("serve qwen3-8b with lora adapters on vllm", "serve my fine-tuned qwen3-8b with vllm 8k context"): serving.
+TRAIN_WORDS = frozenset({"fine-tune", "finetune", "fine-tuning", "finetuning", "train", "training",
+                         "trainer", "sft", "dpo", "grpo", "ppo", "orpo", "kto", "rlhf", "pretrain",
                          "pre-train", "pretraining", "fft", "full-finetune"})
+SERVE_WORDS = frozenset(k for k, v in METHODS.items() if v == "inference")
 
 
 def _length(tok: str) -> int | None:
@@ -97,13 +107,22 @@ def _length(tok: str) -> int | None:
 
 
 def _counts(tokens: list[str], j: int) -> bool:
-    """Whether the number at ``j`` counts users / requests / parallel slots, not tokens: "4 users" (a count word
-    after it that takes no number of its own: "ctx 4096 parallel 4" leaves 4096 a length), "parallel 4" (a count word
-    right before it)."""
+    """Whether the number at ``j`` counts users / requests / parallel slots / nodes / GPUs, not tokens: "4 users" (a
+    count word after it that takes no number of its own: "ctx 4096 parallel 4" leaves 4096 a length), "2 sparks",
+    "2 gpus" (never a length), "parallel 4" (a count word right before it). A count word BEFORE the number does not own
+    it where the number carries a k ("4 users 32k context"), or where that count word has its own number before it and
+    a length word follows this one ("4 users 32768 context"); "users 1 ctx", "parallel 4 ctx 4096": counted."""
     after = tokens[j + 1] if j + 1 < len(tokens) else ""
     after2 = tokens[j + 2] if j + 2 < len(tokens) else ""
     before = tokens[j - 1] if j >= 1 else ""
-    return (after in _COUNT_WORDS and _length(after2) is None) or before in _COUNT_WORDS
+    if (after in _COUNT_WORDS and _length(after2) is None) or after in _UNIT_WORDS:
+        return True
+    if before not in _COUNT_WORDS:
+        return False
+    # the count word's own number came before it ("4 users 32768 context"), or this one carries a k: not its count
+    before2 = tokens[j - 2] if j >= 2 else ""
+    own = _length(before2) is not None
+    return not (tokens[j].endswith("k") or (own and after in _LEN_BEFORE))
 
 
 def _size_b(tok: str) -> float | None:
@@ -127,14 +146,20 @@ def parse_workload(text: str) -> Workload:
         written = tokens
     used: set[int] = set()
     trains = any(t in TRAIN_WORDS for t in tokens)  # "sft qwen3-8b then serve it with vllm" is a fine-tune
+    # "serve qwen3-8b with lora adapters": a serve word and no training verb (TRAIN_WORDS' rule): lora, qlora and full
+    # describe the model served, not a method
+    serves = not trains and any(t in SERVE_WORDS for t in tokens)
 
     def take(i: int, n: int = 1) -> None:
         used.update(range(i, i + n))
 
     for i, tok in enumerate(tokens):
+        if i in used:  # a number a word before it took ("batch 8", "context 2k") is read once, as that word says
+            continue
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
         nxt2 = tokens[i + 2] if i + 2 < len(tokens) else ""
-        if tok in METHODS and w.method is None and not (trains and METHODS[tok] == "inference"):
+        if tok in METHODS and w.method is None and not (trains and METHODS[tok] == "inference") \
+                and not (serves and METHODS[tok] != "inference"):
             w.method = METHODS[tok]
             take(i)
         elif tok in PRECISIONS and w.precision is None:
@@ -143,7 +168,8 @@ def parse_workload(text: str) -> Workload:
         elif re.fullmatch(r"(\d+x)?" + _NUM + r"b", tok):  # 70b, 8x7b
             w.params_b = _size_b(tok)
             take(i)
-        elif tok in _LEN_AFTER and (n := _length(nxt)) is not None and not _counts(tokens, i + 1):
+        elif tok in _LEN_AFTER and (n := _length(nxt)) is not None and not _counts(tokens, i + 1) \
+                and w.seq_len is None:
             w.seq_len = n  # "ctx 4096", "context 128k", "seq 8k" (not "context 4 users": that 4 counts users)
             take(i, 2)
         elif (n := _length(tok)) is not None and nxt in _LEN_BEFORE and not _counts(tokens, i) \

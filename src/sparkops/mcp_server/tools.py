@@ -14,7 +14,6 @@ Read-only by design: no ``setup --exec``, no ``pin``, no ``thermal start``, no `
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,14 +234,12 @@ def plan(
 
 
 def _log_arg(value: str | None) -> str | Path | None:
-    """A start-up log given to an MCP tool: its text, or a path to it. Text is told from a path without touching the
-    filesystem (a long line of log text is no file name: Path.is_file raises 'File name too long' on it): a value
-    with a newline, or one that reads as a log line (vLLM's 'INFO'/'WARNING' records, a 'GiB' figure, its
-    printed args), is text; a value longer than PATH_MAX, or with a path part longer than NAME_MAX, is text; only
-    then is it looked up, and an existing file is read."""
+    """A start-up log given to an MCP tool: its text, or a path to it. A string that names an existing file is a path,
+    whatever its name looks like (``/tmp/x/vllm-DEBUG.log``). Text is told from a path without touching the
+    filesystem only where the string cannot be a path: one with a newline, one of PATH_MAX (4096) characters or
+    more, or one with a path part longer than NAME_MAX (255) (Path.is_file raises 'File name too long' on such a
+    line); anything else is looked up, and an existing file is read, else the string is the log's text."""
     if not value or "\n" in value or len(value) >= 4096 or any(len(p) > 255 for p in value.split("/")):
-        return value
-    if re.search(r"\b(INFO|WARNING|ERROR|DEBUG)\b|\bGiB\b|non-default args", value):
         return value
     try:
         path = Path(value).expanduser()

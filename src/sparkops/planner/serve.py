@@ -1196,9 +1196,9 @@ def sglang_swa_cell(shape: ServeShape, spec: ServeSpec, kvb: float, tp: int = 1)
         return full_cell, None
     h = engine_value("sglang", "hybrid_swa")
     since = h["model_types"].get(shape.model_type)
-    if since is None or not at_least(sglang_release(spec.engine_version), str(since)):
-        return full_cell, None
-    ratio = float(h["swa_full_tokens_ratio"])
+    if since is None or not at_least(sglang_release(spec.engine_version), str(since)) or spec.disable_hybrid_swa_memory:
+        return full_cell, None  # --disable-hybrid-swa-memory: one pool of full cells (model_config is_hybrid_swa)
+    ratio = spec.swa_full_tokens_ratio or float(h["swa_full_tokens_ratio"])
     full_per = 2 * max(1, math.ceil(shape.full_kv_dim / max(1, tp))) * kvb if shape.full_kv_dim else per
     return full_per * (shape.attn_layers - shape.sliding_layers) + ratio * per * shape.sliding_layers, ratio
 
@@ -1216,23 +1216,40 @@ def sglang_mamba_state_bytes(shape: ServeShape, tp: int = 1) -> int:
                                   + (nv // tp) * dv * dk * int(c["ssm_state_bytes"]))
 
 
-def sglang_mamba_pool(shape: ServeShape, spec: ServeSpec, rest_gib: float) -> tuple[float, int, str] | None:
+def sglang_mamba_pool(shape: ServeShape, spec: ServeSpec, rest_gib: float) -> tuple[float, int, str, bool] | None:
     """The mamba state pool SGLang carves out of the rest before the KV tokens (engines.yaml sglang.mamba):
-    (GiB, states, how). From 0.5.8 rest x r/(1+r) (mamba_full_memory_ratio r) in whole states; before, a fixed
-    --max-running-requests (else 512) states. None for a model without linear-attention layers."""
+    (GiB, states, how, fixed). A fixed number of states (fixed True: the pool does not follow the memory) where
+    --max-mamba-cache-size names it (every release), before 0.5.8 --max-running-requests or 512, from 0.5.8 with
+    --disable-radix-cache --max-running-requests; else (0.5.8 on) rest x r/(1+r) (--mamba-full-memory-ratio r, 0.9)
+    in whole states. None for a model without linear-attention layers."""
     per = sglang_mamba_state_bytes(shape, spec.tensor_parallel)
     if not per:
         return None
     c = engine_value("sglang", "mamba")
-    if at_least(sglang_release(spec.engine_version), str(c["ratio_since"])):
-        r = float(c["mamba_full_memory_ratio"])
-        states = int(max(rest_gib, 0.0) * r / (1 + r) * GIB // per)
+    ratio = at_least(sglang_release(spec.engine_version), str(c["ratio_since"]))
+    if spec.max_mamba_cache_size is not None:
+        states, fixed = spec.max_mamba_cache_size, True
+        how = f"{states} states (--max-mamba-cache-size)"
+    elif ratio and spec.disable_radix_cache and spec.max_num_seqs:
+        states, fixed = spec.max_num_seqs, True
+        how = f"{states} states (--disable-radix-cache with --max-running-requests)"
+    elif ratio:
+        r = spec.mamba_full_memory_ratio or float(c["mamba_full_memory_ratio"])
+        states, fixed = int(max(rest_gib, 0.0) * r / (1 + r) * GIB // per), False
         how = f"mamba_full_memory_ratio {r:g}: {r:g}/(1 + {r:g}) of the {rest_gib:.2f} GiB left after the weights"
     else:
-        states = spec.max_num_seqs or int(c["fixed_states_before"])
+        states, fixed = spec.max_num_seqs or int(c["fixed_states_before"]), True
         how = (f"{states} states (--max-running-requests)" if spec.max_num_seqs else
                f"{states} states (max_mamba_cache_size default before {c['ratio_since']})")
-    return states * per / GIB, states, f"{per / 2**20:.2f} MiB a request, {how}"
+    return states * per / GIB, states, f"{per / 2**20:.2f} MiB a request, {how}", fixed
+
+
+def sglang_tower_skipped(spec: ServeSpec) -> bool:
+    """Whether SGLang leaves the vision tower out of the loaded weights (engines.yaml sglang.vlm_fraction
+    tower_skipped_since): --language-model-only from that release; --language-only never (0.5.10 builds and loads
+    the tower under it: models/qwen3_vl.py Qwen3VLForConditionalGeneration.__init__ / load_weights)."""
+    c = engine_value("sglang", "vlm_fraction")
+    return spec.language_model_only and at_least(sglang_release(spec.engine_version), str(c["tower_skipped_since"]))
 
 
 def sglang_vlm_factor(shape: ServeShape, spec: ServeSpec) -> tuple[float, str] | None:
@@ -1242,8 +1259,8 @@ def sglang_vlm_factor(shape: ServeShape, spec: ServeSpec) -> tuple[float, str] |
     v = sglang_release(spec.engine_version)
     if not shape.params_vision or not at_least(v, str(c["since"])):
         return None
-    if spec.language_model_only and at_least(v, str(c["language_only_since"])):
-        return None
+    if (spec.language_model_only or spec.language_only) and at_least(v, str(c["language_only_since"])):
+        return None  # adjust_mem_fraction_for_vlm is skipped under --language-only / --language-model-only
     layers = int(c["baseline_layers"])  # a Qwen-VL-style config names depth: SGLang reads num_hidden_layers' default
     hidden = shape.vision.hidden if shape.vision is not None else int(c["baseline_hidden"])
     ratio = layers * hidden ** 2 / (c["baseline_layers"] * c["baseline_hidden"] ** 2)
@@ -1283,41 +1300,54 @@ def _sglang(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, 
     page = int(engine_value("sglang", "default_page_size"))
     mamba = sglang_mamba_pool(shape, spec, rest)
     mamba_gib = 0.0
+    fixed_gib = 0.0  # a mamba pool of a fixed number of states: the start-up ask carries it
     if mamba is not None:
         mamba_gib = mamba[0]
+        fixed_gib = mamba_gib if mamba[3] else 0.0
         notes.append(f"{shape.linear_layers} gated-DeltaNet layers: SGLang gives the mamba state pool {mamba_gib:.2f} GiB "
                      f"({mamba[1]:,} states; {mamba[2]}) before the KV tokens")
         rest -= mamba_gib
-    tokens = int(rest * GIB // cell) // page * page if rest > 0 else 0
-    passes = rest > 0 if known_free else None
+
+    def _tokens(left_gib: float) -> int:
+        # max_total_num_tokens = int(rest x 2^30 // cell), floored to the page; <= 0 raises 'Not enough memory'
+        return int(left_gib * GIB // cell) // page * page if left_gib > 0 else 0
+
+    tokens = _tokens(rest)
+    passes = tokens > 0 if known_free else None
     after = None  # a flush helps only where SGLang reads CUDA's free (MemFree on GB10 before 0.5.9)
     if passes is False and m.unified and reads.startswith("CUDA free") and m.page_cache_gib is not None:
-        after = (pre + m.page_cache_gib) * msf - weights_gib > 0
+        flushed = pre + m.page_cache_gib
+        rest_after = flushed * msf - weights_gib
+        mamba_after = sglang_mamba_pool(shape, spec, rest_after)
+        mamba_gib_after = mamba_after[0] if mamba_after is not None else 0.0
+        after = _tokens(rest_after - mamba_gib_after) > 0  # the same check, the mamba pool included
         if after:  # the pool it gets once started, after the flush the plan tells it to run first
             notes.append(f"the KV pool shown is the one SGLang sizes after the page cache is dropped "
                          f"({pre:.2f} + {m.page_cache_gib:.2f} GiB free before loading); it will not start now")
-            slack = (pre + m.page_cache_gib) * (1 - msf)
-            rest = pre + m.page_cache_gib - weights_gib - slack
-            mamba_after = sglang_mamba_pool(shape, spec, rest)
-            mamba_gib = mamba_after[0] if mamba_after is not None else 0.0
-            rest -= mamba_gib
-            tokens = int(rest * GIB // cell) // page * page
+            slack = flushed * (1 - msf)
+            mamba_gib = mamba_gib_after
+            rest = rest_after - mamba_gib
+            tokens = _tokens(rest)
     if spec.kv_max_tokens and tokens > spec.kv_max_tokens:
         # model_runner: max_total_num_tokens = min(profiled, --max-total-tokens); the pool is allocated for that many
         notes.append(f"--max-total-tokens {spec.kv_max_tokens} caps the pool below the {tokens:,} tokens "
                      f"mem_fraction_static {msf:g} leaves room for")
         tokens = spec.kv_max_tokens // page * page
         rest = tokens * cell / GIB
-    # the check (kv_cache_configurator / model_runner: rest_memory > 0) is pre x msf > weights: the free memory it must
-    # read before loading is weights / msf (what a job started first must leave free)
-    start = StartCheck(check="free before loading x mem_fraction_static - weights > 0",
-                       requested_gib=round(weights_gib / msf, 2), free_gib=round(pre, 2) if known_free else None,
+    # the check (kv_cache_configurator / model_runner: max_total_num_tokens > 0) is pre x msf > weights (+ a fixed mamba
+    # pool): the free memory it must read before loading is (weights + that pool) / msf (what a job started first must
+    # leave free); a pool that follows the memory (mamba_full_memory_ratio) takes a share of what is left, never all
+    ask = (weights_gib + fixed_gib) / msf
+    start = StartCheck(check="free before loading x mem_fraction_static - weights" + (" - mamba pool" if fixed_gib else "")
+                       + " > 0",
+                       requested_gib=round(ask, 2), free_gib=round(pre, 2) if known_free else None,
                        passes=passes, passes_after_flush=after,
                        detail=f"SGLang reads {pre:.2f} GiB free before loading ({reads}, less its own context) and keeps "
                               f"(1 - {msf:g}) of that, {slack:.2f} GiB, for activations and CUDA graphs; the rest of the "
                               "memory free after the weights becomes the KV pool (not a share of the device total); it "
-                              f"starts when {msf:g} x the free memory exceeds the weights, i.e. with at least "
-                              f"{weights_gib / msf:.2f} GiB free"
+                              f"starts when {msf:g} x the free memory exceeds the weights"
+                              + (f" and the {fixed_gib:.2f} GiB mamba state pool" if fixed_gib else "")
+                              + f", i.e. with at least {ask:.2f} GiB free"
                               + ("; on a Spark this release reads CUDA's free memory, MemFree: the page cache counts "
                                  "as used (0.5.9 reads MemAvailable)" if m.unified and reads.startswith("CUDA free")
                                  else ""))
@@ -1567,10 +1597,12 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                         "vLLM loads it unless every image/video limit is 0)")
         else:
             wdetail += "; vision tower not loaded (--limit-mm-per-prompt 0 for image and video / --language-model-only)"
-    elif shape.params_vision and spec.engine == "sglang" and not spec.language_model_only:
+    elif shape.params_vision and spec.engine == "sglang" and not sglang_tower_skipped(spec):
         wbytes += shape.params_vision * 2  # SGLang builds the multimodal model whole: the tower loads with it
         wdetail += (f"; vision tower {shape.params_vision / 1e9:.2f} B parameters in bf16 (its vision_config; SGLang "
-                    "loads it with the language model)")
+                    "loads it with the language model" + (" even under --language-only)" if spec.language_only else ")"))
+    elif shape.params_vision and spec.engine == "sglang":
+        wdetail += "; vision tower not loaded (--language-model-only)"
     if drafter is _UNSET:
         drafter = drafter_shape(spec) if spec.speculative_method else None
     mtp = mtp_drafting(spec, shape)
@@ -1666,6 +1698,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             else:
                 hi = mid - 1
         longest = lo
+    if spec.engine == "sglang" and p.tokens is not None and pool is not None and pool > 0:
+        # SGLang's own figure (managers/tp_worker.py max_req_len = min(context_len - 1, max_total_num_tokens - 1)):
+        # the pool's tokens less one, the same figure its cap note names
+        longest = max(0, p.tokens - 1)
     len_note = None
     if spec.engine == "vllm" and spec.max_model_len_auto and req is not None and longest is not None:
         # --max-model-len auto / -1: vLLM takes the model's length where the pool holds one request of it, else the

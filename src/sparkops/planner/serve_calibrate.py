@@ -15,8 +15,8 @@ import re
 
 from sparkops.core.releases import release
 from sparkops.planner import serve
-from sparkops.planner.serve_engines import ServeSpec, engine_value
-from sparkops.planner.serve_log import VllmLogReading
+from sparkops.planner.serve_engines import ServeSpec, engine_value, parse_command
+from sparkops.planner.serve_log import VllmLogReading, launch_line
 from sparkops.planner.serve_shape import ServeShape
 
 
@@ -84,9 +84,35 @@ def log_pooling(reading: VllmLogReading, log_spec: ServeSpec) -> str | None:
     return serve.vllm_pooling(log_spec)
 
 
+# pool-sizing arguments vLLM prints in its 'non-default args' (named as the ServeSpec fields they set): a --from-log-line
+# that leaves one unset takes the log's value, one that names another value is refused (round 20ba)
+LOG_ARG_FIELDS = ("language_model_only", "limit_mm_per_prompt", "kv_cache_dtype", "enable_prefix_caching",
+                  "max_num_seqs", "max_num_batched_tokens", "quantization")
+
+
+def printed_values(reading: VllmLogReading) -> dict[str, object]:
+    """The pool-sizing values the log's printed 'non-default args' name (LOG_ARG_FIELDS), read by the launch-line
+    parser as a ``vllm serve`` line would be; a field it does not print is absent."""
+    args = {k: v for k, v in reading.launch_args.items() if k in LOG_ARG_FIELDS and v is not None}
+    line = launch_line({"model": "printed", **args}) if args else None
+    if line is None:
+        return {}
+    try:
+        printed = parse_command(line, engine="vllm")
+    except Exception:  # noqa: BLE001 - a printed value the parser refuses is not compared
+        return {}
+    return {k: getattr(printed, k) for k in args}
+
+
+def _unset(field: str, value: object) -> bool:
+    """A line that names nothing for the field: None, or the flag's off state where only naming it sets it."""
+    return value is None or (field == "language_model_only" and value is False) or value == {}
+
+
 def line_mismatch(reading: VllmLogReading, log_spec: ServeSpec) -> str | None:
     """Where what the log's start printed disagrees with the launch line given for it (``--from-log-line``): the
-    model, tensor-parallel size, enforce-eager, max_model_len, the share of memory, the pooling runner. None: they
+    model, tensor-parallel size, enforce-eager, max_model_len, the share of memory, the pooling runner, and the
+    pool-sizing arguments its 'non-default args' print (LOG_ARG_FIELDS). None: they
     agree (a field the log does not print is not compared; one the line leaves unset takes the log's: see
     ``with_log_values``)."""
     def bad(field: str, log_v: object, line_v: object) -> str:
@@ -109,12 +135,17 @@ def line_mismatch(reading: VllmLogReading, log_spec: ServeSpec) -> str | None:
             log_pooling(reading, log_spec) != serve.vllm_pooling(log_spec):
         return bad("the runner", log_pooling(reading, log_spec) or "generate",
                    serve.vllm_pooling(log_spec) or "generate")
+    for field, log_v in printed_values(reading).items():
+        line_v = getattr(log_spec, field)
+        if not _unset(field, line_v) and line_v != log_v:
+            return bad(field, log_v, line_v)
     return None
 
 
 def with_log_values(reading: VllmLogReading, log_spec: ServeSpec) -> ServeSpec:
     """The log's launch line with what its start printed filled in where the line names nothing (the share, the
-    context, the tensor-parallel size): the log's values are what that start ran with."""
+    context, the model, the pool-sizing arguments of LOG_ARG_FIELDS): the log's values are what that start ran
+    with."""
     upd: dict[str, object] = {}
     if log_spec.gpu_memory_utilization is None and reading.gpu_memory_utilization is not None:
         upd["gpu_memory_utilization"] = reading.gpu_memory_utilization
@@ -122,6 +153,9 @@ def with_log_values(reading: VllmLogReading, log_spec: ServeSpec) -> ServeSpec:
         upd["max_model_len"] = reading.max_model_len
     if log_spec.model is None and reading.model:
         upd["model"] = reading.model
+    for field, log_v in printed_values(reading).items():  # the pool-sizing arguments the line leaves unset
+        if _unset(field, getattr(log_spec, field)):
+            upd[field] = log_v
     return log_spec.model_copy(update=upd) if upd else log_spec
 
 

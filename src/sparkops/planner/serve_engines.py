@@ -123,6 +123,16 @@ class ServeSpec(_M):
     # skips that tower) and --language-model-only (every limit 0)
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
+    # SGLang --language-only (0.5.10: the language side of encoder disaggregation; the default mem_fraction_static
+    # skips the VLM factor, the tower is still built and loaded: engines.yaml sglang.vlm_fraction)
+    language_only: bool = False
+    # SGLang pool sizing (engines.yaml sglang.hybrid_swa, sglang.mamba): --swa-full-tokens-ratio,
+    # --disable-hybrid-swa-memory, --mamba-full-memory-ratio, --max-mamba-cache-size, --disable-radix-cache
+    swa_full_tokens_ratio: float | None = None
+    disable_hybrid_swa_memory: bool = False
+    mamba_full_memory_ratio: float | None = None
+    max_mamba_cache_size: int | None = None
+    disable_radix_cache: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no dummy multimodal batch in the profile run
     # vLLM LoRA serving: --enable-lora builds max_loras adapter slots of max_lora_rank on the GPU at load time
     enable_lora: bool = False
@@ -278,7 +288,14 @@ _SGLANG = {"--model-path": ("model", "str"), "--model": ("model", "str"), "--mem
            "--tensor-parallel-size": ("tensor_parallel", "int"), "--pipeline-parallel-size": ("pipeline_parallel", "int"),
            "--dp-size": ("data_parallel", "int"),
            "--data-parallel-size": ("data_parallel", "int"), "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
-           "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"), "--max-prefill-tokens": ("max_prefill_tokens", "int")}
+           "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"), "--max-prefill-tokens": ("max_prefill_tokens", "int"),
+           # pool sizing (0.5.3 / 0.5.10 server_args.py; engines.yaml sglang.hybrid_swa, sglang.mamba, vlm_fraction)
+           "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "frac"),
+           "--disable-hybrid-swa-memory": ("disable_hybrid_swa_memory", "flag"),
+           "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", "posfloat"),
+           "--max-mamba-cache-size": ("max_mamba_cache_size", "int"),
+           "--disable-radix-cache": ("disable_radix_cache", "flag"),
+           "--language-only": ("language_only", "flag"), "--language-model-only": ("language_model_only", "flag")}
 _LLAMA = {"-m": ("model", "str"), "--model": ("model", "str"), "-c": ("ctx_size", "ctx0"), "--ctx-size": ("ctx_size", "ctx0"),
           "-ngl": ("n_gpu_layers", "ngl"), "--n-gpu-layers": ("n_gpu_layers", "ngl"), "--gpu-layers": ("n_gpu_layers", "ngl"),
           "-np": ("parallel", "int"), "--parallel": ("parallel", "int"), "-ctk": ("cache_type_k", "str"),
@@ -499,6 +516,8 @@ def _convert(val: str, kind: str, flag: str) -> Any:
         return _int(val, flag)
     if kind == "frac":
         return _float(val, flag, 0.0, 1.0)
+    if kind == "posfloat":
+        return _float(val, flag, 0.0, float("inf"))
     return val
 
 
