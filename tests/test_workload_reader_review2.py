@@ -50,9 +50,21 @@ def test_a_serve_word_with_an_adjective_or_noun_of_training_is_serving(serve, no
 
 
 @given(serve=st.sampled_from(SERVE), verb=st.sampled_from(VERBS), first=st.booleans())
-def test_a_training_verb_beside_a_serve_word_is_training(serve, verb, first):
-    text = f"{verb} qwen3-8b then {serve} it" if first else f"{serve} qwen3-8b after we {verb} it with lora"
-    assert parse_workload(text).method != "inference"
+def test_the_first_request_decides_between_training_and_serving(serve, verb, first):
+    """The rule's last form (the lead, after a sixth review: "serve qwen3-8b with vllm for grpo rollouts" and a pasted
+    `vllm serve ... --lora-modules sft=/ckpt` had been judged as training and BLOCKED by G10): whichever the sentence
+    asks for first."""
+    if first:
+        assert parse_workload(f"{verb} qwen3-8b then {serve} it").method != "inference"
+    else:
+        assert parse_workload(f"{serve} qwen3-8b after we {verb} it with lora").method == "inference"
+
+
+@pytest.mark.parametrize("line", ["vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --enable-lora --lora-modules sft=/ckpt/sft",
+                                  "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --lora-paths dpo=/ckpt/dpo"])
+def test_a_pasted_launch_line_serves_whatever_its_flags_name(line):
+    assert parse_workload(line).method == "inference"
+    assert parse_workload("grpo qwen2.5-7b with trl, rollouts from vllm serve").method != "inference"
 
 
 @pytest.mark.parametrize(("text", "method"), [("lora qwen3-8b seq 8k", "lora"), ("qlora 70b seq 8192", "qlora")])

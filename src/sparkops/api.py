@@ -145,6 +145,13 @@ def plan(*, model: str | None = None, config: str | None = None, workload: str |
 
     kb = kb or load()
     wl = workload if isinstance(workload, Workload) else parse_workload(workload or "")
+    if wl.method == "inference" and run_flags.get("method") is None:
+        # a server ("serve qwen3-8b with sglang ...", a pasted launch line) is not a fine-tune: planning it as one (the
+        # fine-tune planner's default method, LoRA) answers a question nobody asked; the serving plan is another
+        # result (schema "serve", its own verdict), asked for, not switched to silently. One rule for CLI and MCP.
+        raise planner.PlanInputError("this workload describes a server (inference), not a fine-tune: plan it with "
+                                     "`plan --serve` (MCP: plan_serve) for its weights, KV cache and the engine's "
+                                     "start-up check, or name --method full|lora|qlora to plan a fine-tune")
     arch, assumed = planner.arch_for(wl, model=model, config=config, hub=hub_access(offline))
     run = planner.run_for(wl, **run_flags)
     if budget_gb is not None:

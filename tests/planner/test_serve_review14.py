@@ -341,3 +341,32 @@ def test_sglang_month_table_holds_every_boundary_the_rules_use() -> None:
     for month in ("2026-06", "2026-07", "2026-09"):
         assert serve.sglang_release(f"0.0.0.dev1 ({month} image)") >= boundary, month
     assert serve.sglang_release("2026-05 image") < boundary
+
+
+def test_a_sixth_review_the_mcp_plan_tool_and_missing_log_paths_agree_with_the_cli() -> None:
+    """MCP `plan` refuses a server as the CLI does (the rule lives in api.plan); a missing log written as a path is a
+    path in MCP `plan_serve` too (the CLI's "cannot read it"), not the log's text."""
+    from sparkops.mcp_server import tools
+    from sparkops.planner.plan import PlanInputError
+    from sparkops.planner.serve_engines import ServeInputError
+
+    with pytest.raises(PlanInputError, match="describes a server"):
+        tools.plan(workload="serve qwen3-8b with vllm 32k context", target="dgx-spark")
+    assert tools.plan(workload="qlora llama-3.1-8b seq 4096", target="dgx-spark")  # a fine-tune still plans
+    with pytest.raises((ServeInputError, Exception), match="cannot read it"):
+        tools.plan_serve(workload="vllm serve Qwen/Qwen3-8B --max-model-len 8192", target="dgx-spark",
+                         from_log="/tmp/nonexistent-dir-r14/vllm-start.log", offline=True)
+
+
+def test_preflight_and_plan_agree_on_a_vllm_share_past_the_budget_that_still_starts() -> None:
+    """A sixth review: `plan --serve` said TIGHT (the share passes vLLM's start-up check, leaving the OS less than its
+    reserve) while preflight failed G3 on the same numbers (BLOCKED). G3 now follows the serving plan's verdict."""
+    from conftest import load_facts_fixture
+    from sparkops.facts.workload import parse_workload
+
+    line = "vllm serve Qwen/Qwen3-8B"
+    rep = api.build_report(load_facts_fixture("gb10_two_node_tp2"), parse_workload(line), offline=True)
+    g3 = next(f for f in rep.findings if f.gotcha == "G3")
+    plan = api.serve_plan(workload=line, facts="tests/fixtures/facts/gb10_two_node_tp2.json", offline=True)
+    assert plan.verdict == "tight" and plan.headroom_gib < 0
+    assert rep.plan.verdict == "tight" and g3.status == "warn" and "it starts" in g3.summary

@@ -38,7 +38,11 @@ def _fit(ctx: CheckContext, budget: float | None, fails: list[Reason], warns: li
     peak = gb_to_gib(peak_gb)
     margin = ctx.kb.thresholds.g3.fit_margin_fraction
     values = {"peak_gib": peak, "peak_gb": peak_gb, "budget_gib": budget, "margin": margin}
-    if peak > budget:
+    if peak > budget and ctx.workload.serve_verdict == "tight":
+        # the serving planner's own verdict (one owner of a server's fit): a share past the budget whose start-up
+        # check passes starts, and leaves the OS less than its reserve: a warning there, so a warning here
+        warns.append(reason("G3.serve-over-reserve", **values))
+    elif peak > budget:
         fails.append(reason("G3.plan-exceeds-budget", **values))
     elif peak > budget * (1 - margin):
         warns.append(reason("G3.plan-tight", **values))

@@ -115,17 +115,9 @@ def register(app: typer.Typer) -> None:
         from sparkops import api
         from sparkops.facts.workload import merge, refusals
 
-        merged = merge(workload, seq_len=seq_len, batch_size=batch)
-        problems = refusals(merged)
+        problems = refusals(merge(workload, seq_len=seq_len, batch_size=batch))
         if problems:
             raise typer.BadParameter("; ".join(problems), param_hint="--workload/--seq-len/--batch")
-        if not serve and merged.method == "inference" and method is None:
-            # a server ("serve qwen3-8b with sglang ...", a pasted launch line) is not a fine-tune: planning it as one
-            # (the fine-tune planner's default method, LoRA) would answer a question nobody asked; the serving plan
-            # is a different result (schema "serve", its own verdict), so it is asked for, not switched to silently
-            raise typer.BadParameter("this workload describes a server (inference), not a fine-tune: add --serve to "
-                                     "plan its weights, KV cache and the engine's start-up check, or --method "
-                                     "full|lora|qlora to plan a fine-tune", param_hint="--workload")
         if not serve and (from_log is not None or from_log_line or from_log_same_machine):
             raise typer.BadParameter("--from-log / --from-log-line / --from-log-same-machine calibrate a server's plan: "
                                      "add --serve", param_hint="--from-log")

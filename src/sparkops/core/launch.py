@@ -63,6 +63,23 @@ def detect_engine(tokens: list[str]) -> tuple[str | None, int]:
     return None, 0
 
 
+def is_launch_line(text: str) -> bool:
+    """Does the text start a serving engine (a pasted `vllm serve ...`, `docker run ... vllm/vllm-openai ...`,
+    `OLLAMA_NUM_PARALLEL=2 ollama run ...`), rather than mention one in a sentence ("grpo qwen2.5-7b with trl,
+    rollouts from vllm serve")? The engine's command is the first thing after any VAR=value, a container runner's
+    options or a python launcher."""
+    try:
+        tokens = shlex.split(re.sub(r"\\\s*\n", " ", text), comments=False, posix=True)
+    except ValueError:
+        tokens = text.split()
+    tokens = [t for t in tokens if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", t)]
+    if not tokens or detect_engine(tokens)[0] is None:
+        return False
+    head = tokens[0].rsplit("/", 1)[-1].lower()
+    return head in ("vllm", "python", "python3", "docker", "podman", "nerdctl", "sudo", "uv", "uvx", "llama-server",
+                    "llama-cli", "ollama", "trtllm-serve", "sglang", "srun", "mpirun", "torchrun", "exec")
+
+
 def engine_in_text(text: str) -> str | None:
     """The serving engine a free-text workload's launch line starts, if any; never raises (an unbalanced quote
     falls back to splitting on whitespace)."""

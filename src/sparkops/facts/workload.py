@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from sparkops.core.launch import engine_in_text
+from sparkops.core.launch import engine_in_text, is_launch_line
 from sparkops.core.modeling import BaseModel, ConfigDict, Field
 
 METHODS = {"full": "full", "fft": "full", "lora": "lora", "qlora": "qlora", "inference": "inference",
@@ -52,6 +52,9 @@ class Workload(BaseModel):
     # what the serving planner says the engine itself refuses at start for this launch line (ServePlanResult.refusals:
     # a context beyond the model's config, a KV pool that holds no request); G3 reports them
     serve_refusals: list[str] = Field(default_factory=list)
+    # the serving planner's verdict on that server (fits | tight | does-not-fit): a vLLM share past the budget that still
+    # passes its start-up check is TIGHT there (it starts, leaving the OS less than its reserve), and G3 says the same
+    serve_verdict: str | None = None
     unparsed: list[str] = Field(default_factory=list)
 
     @property
@@ -85,8 +88,8 @@ _UNIT_WORDS = (*NODE_WORDS, "gpus", "gpu")
 _LEN_AFTER = ("seq", "seqlen", "seq_len", "sequence", "ctx", "context", "tokens", "packing", "max_seq_length", "max-model-len",
               "max_model_len", "max-seq-len", "seq-len", "context-length", "context_length")
 _LEN_BEFORE = ("context", "ctx", "tokens", "seq", "seqlen", "sequence", "token")
-# Serving or training, the rule (round 20ba). A sentence trains when it has a training VERB or the name of a training
-# run: fine-tune X, finetune, train, training, sft, dpo, grpo, ppo, orpo, kto, rlhf, pretrain, fft ("fine-tune
+# Serving or training, the rule (rounds 20ba, then the lead: the first request decides). A sentence trains when the
+# first of its training verbs and serve words is a training VERB or the name of a training run: fine-tune X, finetune, train, training, sft, dpo, grpo, ppo, orpo, kto, rlhf, pretrain, fft ("fine-tune
 # llama-3.1-8b for serving", "sft qwen3-8b then serve it": the serve word names the model's later use). "lora",
 # "qlora", "fine-tuned", "finetuned", "adapter(s)" are no verbs: an adjective or a noun for WHAT is run. Without a serve
 # word they name the training method ("qlora 70b seq 8192", "lora qwen3-8b"); in a sentence that asks to serve it
@@ -145,7 +148,11 @@ def parse_workload(text: str) -> Workload:
     if len(written) != len(tokens) or any(a.lower() != b for a, b in zip(written, tokens, strict=False)):
         written = tokens
     used: set[int] = set()
-    trains = any(t in TRAIN_WORDS for t in tokens)  # "sft qwen3-8b then serve it with vllm" is a fine-tune
+    # which the sentence asks for first decides: "sft qwen3-8b then serve it with vllm" trains, "serve qwen3-8b with vllm
+    # for grpo rollouts" serves; a pasted launch line (`vllm serve ... --lora-modules sft=/ckpt`) always serves, its
+    # flags' words are names, not requests
+    first = next((t for t in tokens if t in TRAIN_WORDS or t in SERVE_WORDS), None)
+    trains = first in TRAIN_WORDS and not is_launch_line(text)
     # "serve qwen3-8b with lora adapters": a serve word and no training verb (TRAIN_WORDS' rule): lora, qlora and full
     # describe the model served, not a method
     serves = not trains and any(t in SERVE_WORDS for t in tokens)

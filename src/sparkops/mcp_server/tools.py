@@ -238,14 +238,19 @@ def _log_arg(value: str | None) -> str | Path | None:
     whatever its name looks like (``/tmp/x/vllm-DEBUG.log``). Text is told from a path without touching the
     filesystem only where the string cannot be a path: one with a newline, one of PATH_MAX (4096) characters or
     more, or one with a path part longer than NAME_MAX (255) (Path.is_file raises 'File name too long' on such a
-    line); anything else is looked up, and an existing file is read, else the string is the log's text."""
+    line); anything else is looked up, and an existing file is read. A missing file that is written as a path (one
+    word with a "/" in it, or ending in .log / .txt / .out) is a path too, so the tool says it cannot read it, as the
+    CLI does; any other string is the log's text."""
     if not value or "\n" in value or len(value) >= 4096 or any(len(p) > 255 for p in value.split("/")):
         return value
     try:
         path = Path(value).expanduser()
-        return path if path.is_file() else value
+        if path.is_file():
+            return path
     except (OSError, ValueError):  # any other reason it is no file name here: the log's text
         return value
+    one_word = value.strip() == value and " " not in value
+    return path if one_word and ("/" in value or value.lower().endswith((".log", ".txt", ".out"))) else value
 
 
 def plan_serve(

@@ -94,4 +94,5 @@ def _serve_for_preflight(facts: Facts, workload: Workload, kb: Knowledge,
                        + ("none (encoder-only)" if kv.none or kv.available_gib is None else f"{kv.available_gib:.2f} GiB")
                        + ", start-up check "
                        + ("passes" if res.start.passes else "fails" if res.start.passes is False else "not judged")}
-    return workload.model_copy(update={"estimated_peak_gb": peak_gb, "serve_refusals": list(res.refusals)}), summary
+    return workload.model_copy(update={"estimated_peak_gb": peak_gb, "serve_refusals": list(res.refusals),
+                                       "serve_verdict": res.verdict}), summary
