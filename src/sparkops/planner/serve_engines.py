@@ -225,12 +225,13 @@ def _special(kind: str, val: str, flag: str) -> Any:
     the model's own", as if the flag were not named.
 
     - vLLM --max-model-len ``-1`` / ``auto`` (vllm/engine/arg_utils.py human_readable_int_or_auto): vLLM fits the
-      length to the KV memory; the plan models the model's own context (None), the longest vLLM could choose.
+      length to the KV memory; None here (the model's own context) and ServeSpec.max_model_len_auto set, so the plan
+      cuts the length to what the pool holds, as vLLM's auto-fit does.
     - llama.cpp -c ``0`` (common/arg.cpp: n_ctx 0 = the model's n_ctx_train): None, the model's trained context.
     - llama.cpp -ngl: a negative number, ``auto`` (-1) or ``all`` (-2) in builds whose parser takes them: every
       layer on the GPU (on a Spark the same pool), None.
-    - SGLang --chunked-prefill-size ``-1``: chunked prefill off; kept as -1, which SGLang's own reserve formula
-      reads as max(-1, 2048).
+    - SGLang --chunked-prefill-size ``-1`` (or 0): chunked prefill off; kept as given, and the default
+      mem_fraction_static then reserves for max_prefill_tokens (engines.yaml sglang.max_prefill_tokens).
     """
     v = val.strip().lower()
     if kind == "size_auto":
