@@ -173,6 +173,9 @@ SCENARIOS: dict[str, Callable[[], S | Finding]] = {
         "target.distributions": {**load_facts_fixture(SPARK).target.distributions, "vllm": "0.10.1.1"}}),
         Workload(method="inference", components=["vllm"])),
     "G3.serve-start-refused": lambda: ("G3", f(VLLM), Workload(method="inference", components=["vllm"])),
+    # a server past the budget (its plan says it does not fit): the serving fix, not the fine-tune ladder
+    "G3.serve-exceeds-budget": lambda: ("G3", f(SPARK), Workload(method="inference", components=["vllm"],
+                                                                  estimated_peak_gb=200.0, serve_verdict="does-not-fit")),
     # a vLLM share past the budget whose start-up check passes: the serving planner says tight, so does G3
     "G3.serve-over-reserve": lambda: ("G3", f(SPARK), Workload(method="inference", components=["vllm"],
                                                                 estimated_peak_gb=200.0, serve_verdict="tight")),

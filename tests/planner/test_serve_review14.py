@@ -370,3 +370,37 @@ def test_preflight_and_plan_agree_on_a_vllm_share_past_the_budget_that_still_sta
     plan = api.serve_plan(workload=line, facts="tests/fixtures/facts/gb10_two_node_tp2.json", offline=True)
     assert plan.verdict == "tight" and plan.headroom_gib < 0
     assert rep.plan.verdict == "tight" and g3.status == "warn" and "it starts" in g3.summary
+
+
+# ---------------------------------------------------------------- a seventh review: the advice a plan gives
+
+RUNNING = "tests/fixtures/facts/gb10_vllm_default.json"  # a vLLM running at its default 0.9 cap, MemAvailable 23.4 GiB
+
+
+def test_a_server_beside_a_running_capped_one_is_judged_as_g6_judges_it() -> None:
+    """The plan judged against MemAvailable only (the running server's unheld cap counted zero times) and said TIGHT
+    at a share preflight's G6 blocked; now the stricter of the two budgets is the plan's, and it offers no share that
+    cannot hold the server."""
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-8B --max-model-len 8192 --gpu-memory-utilization 0.15",
+                         facts=RUNNING, offline=True)
+    assert res.verdict == "does-not-fit" and res.running
+    assert any("running jobs have reserved" in n for n in res.notes)
+    assert any(s.startswith("no --gpu-memory-utilization fits beside") for s in res.suggestions)
+    assert not any(s.startswith("--gpu-memory-utilization 0.") for s in res.suggestions)
+
+
+def test_with_a_job_beside_it_a_share_that_fits_is_offered() -> None:
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-0.6B --max-model-len 8192 --gpu-memory-utilization 0.5",
+                         target="dgx-spark", beside=["qlora llama-3.1-70b seq 4096"], offline=True)
+    assert res.verdict == "does-not-fit"
+    share = next(s for s in res.suggestions if s.startswith("--gpu-memory-utilization") and "leaves" in s)
+    again = api.serve_plan(workload=f"vllm serve Qwen/Qwen3-0.6B --max-model-len 8192 {share.split(' leaves')[0]}",
+                           target="dgx-spark", beside=["qlora llama-3.1-70b seq 4096"], offline=True)
+    assert again.verdict != "does-not-fit"  # the advice does what it says
+
+
+def test_longest_request_is_never_longer_than_the_engines_cache_and_zero_without_a_pool() -> None:
+    res = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.5")
+    assert res.kv.max_model_len_fitting <= res.kv.tokens
+    none = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.1")
+    assert none.kv.available_gib <= 0 and none.kv.max_model_len_fitting == 0

@@ -42,6 +42,10 @@ def _fit(ctx: CheckContext, budget: float | None, fails: list[Reason], warns: li
         # the serving planner's own verdict (one owner of a server's fit): a share past the budget whose start-up
         # check passes starts, and leaves the OS less than its reserve: a warning there, so a warning here
         warns.append(reason("G3.serve-over-reserve", **values))
+    elif peak > budget and ctx.workload.method == "inference":
+        # a server's fix is its share or its neighbours, not the fine-tune ladder (and on a Spark vLLM reads
+        # MemAvailable, where a page-cache flush frees nothing it does not already count)
+        fails.append(reason("G3.serve-exceeds-budget", **values))
     elif peak > budget:
         fails.append(reason("G3.plan-exceeds-budget", **values))
     elif peak > budget * (1 - margin):

@@ -1688,7 +1688,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     pool = p.kv_available
     conc = round(pool / req, 2) if (req and pool is not None and pool > 0) else (0.0 if req else None)
     fits_len = None if req is None or pool is None else pool >= req
-    longest = None
+    longest = None if pool is None or req is None else 0  # no pool: no request of any length (0, not unknown)
     if pool is not None and pool > 0:
         lo, hi = 0, 1 << 24
         while lo < hi:
@@ -1698,6 +1698,8 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
             else:
                 hi = mid - 1
         longest = lo
+        if spec.engine == "vllm" and p.tokens is not None and hy is None and not shape.sliding_layers:
+            longest = min(longest, int(p.tokens))  # the engine's whole blocks: no request longer than its cache
     if spec.engine == "sglang" and p.tokens is not None and pool is not None and pool > 0:
         # SGLang's own figure (managers/tp_worker.py max_req_len = min(context_len - 1, max_total_num_tokens - 1)):
         # the pool's tokens less one, the same figure its cap note names
@@ -1735,11 +1737,21 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     # one budget with preflight's G6/G3 (checks/pool_budget.py): the other planned jobs beside this
     # server's footprint, against what the pool can give now less the OS reserve
     footprint = p.footprint
+    beside_lines = [pool_budget.PoolLine(b.name, b.gib, b.how) for b in beside]
+    mine = [pool_budget.PoolLine(spec.model or spec.engine, footprint, "footprint")]
     pb = pool_budget.judge(machine.available_gib if machine.available_gib is not None else machine.total_gib,
-                           [pool_budget.PoolLine(b.name, b.gib, b.how) for b in beside],
-                           [pool_budget.PoolLine(spec.model or spec.engine, footprint, "footprint")],
-                           os_reserve_gib=machine.os_reserve_gib, fit_margin=fit_margin)
+                           beside_lines, mine, os_reserve_gib=machine.os_reserve_gib, fit_margin=fit_margin)
+    by_reservations = False
+    if running:
+        # G6's view of the same pool: the running jobs by their reservation (a capped server's cap x total, which it
+        # grows into whatever it holds now) on the whole pool; the stricter of the two budgets is the plan's, so the
+        # plan and preflight's G3/G6 agree (one budget, checks/pool_budget.py)
+        pr = pool_budget.judge(machine.total_gib, [pool_budget.PoolLine(r.name, r.gib, r.how) for r in running]
+                               + beside_lines, mine, os_reserve_gib=machine.os_reserve_gib, fit_margin=fit_margin)
+        if pr.left_gib is not None and pb.left_gib is not None and pr.left_gib < pb.left_gib:
+            pb, by_reservations = pr, True
     budget, headroom, others = pb.usable_gib, pb.left_gib, pb.reserved_gib
+    beside_gib = sum(b.gib for b in beside)  # the planned jobs beside it (the running ones are in free memory already)
     assert budget is not None and headroom is not None
     sugg: list[str] = []
     notes = list(p.notes)
@@ -1803,14 +1815,17 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     if p.start.passes is False and not p.start.passes_after_flush:
         bad.append("the engine's start-up memory check fails with the memory free now")
     pinned = spec.engine == "vllm" and bool(spec.kv_cache_memory_bytes)  # not bounded by its share (vllm_footprint)
-    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside or pinned):
-        with_ = f" beside {others:.2f} GiB of other jobs" if beside else ""
+    if headroom < 0 and (spec.engine in ("llama.cpp", "ollama", "trtllm") or beside or pinned or by_reservations):
+        with_ = (f" beside {others:.2f} GiB the running jobs have reserved (a capped server's cap x total) and the "
+                 "other planned jobs" if by_reservations else f" beside {others:.2f} GiB of other jobs" if beside else "")
         bad.append(f"it holds {footprint:.2f} GiB{with_}; the pool can give {budget:.2f} GiB")
     seen = p.start.free_gib  # what the start-up check reads (vLLM on unified memory: MemAvailable less its context)
+    me_first = False
     if beside and spec.engine in ("vllm", "sglang") and p.start.passes is not None and seen is not None \
-            and seen - others < (p.start.requested_gib or 0):
-        notes.append(f"start the server before the other jobs: once they hold {others:.2f} GiB, the free memory its "
-                     f"check reads ({seen - others:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
+            and seen - beside_gib < (p.start.requested_gib or 0):
+        me_first = True
+        notes.append(f"start the server before the other jobs: once they hold {beside_gib:.2f} GiB, the free memory "
+                     f"its check reads ({seen - beside_gib:.2f} GiB) is below the {p.start.requested_gib:.2f} GiB the "
                      "start-up check asks for")
     beside_refused = False
     if seen is not None:
@@ -1822,6 +1837,12 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 beside_refused = True
                 notes.append(f"{b.name}: its start-up check asks {b.start_ask_gib:.2f} GiB free and only {seen:.2f} GiB "
                              "is free even before anything else starts: give it a smaller share")
+            elif me_first and (p.start.requested_gib or 0) + b.start_ask_gib > seen:
+                # each must start first and their asks together are more than is free: no order starts both
+                beside_refused = True
+                notes.append(f"{b.name} and this server each pass their start-up check only if started first, and "
+                             f"their asks ({b.start_ask_gib:.2f} + {p.start.requested_gib:.2f} GiB) are more than the "
+                             f"{seen:.2f} GiB free: no start order runs both; give one a smaller share")
             else:
                 notes.append(f"{b.name}: its start-up check asks {b.start_ask_gib:.2f} GiB free; once this server and "
                              f"the other jobs hold {rest:.2f} GiB, {max(0.0, seen - rest):.2f} GiB is: start it first, "
@@ -1861,9 +1882,12 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         if req and (fits_len is False or (spec.concurrency and conc is not None and conc < spec.concurrency)):
             want = max(1, spec.concurrency or 1) * req
             need_util = (want + vllm_non_kv_gib(p.overheads, p.weights, p.overheads["cudagraph"])) / machine.total_gib
-            if need_util <= 1.0:
+            room = budget - others if (beside or by_reservations) else machine.total_gib  # beside others: what is left
+            if need_util <= 1.0 and need_util * machine.total_gib <= room:
                 sugg.append(f"--gpu-memory-utilization {math.ceil(need_util * 100) / 100:.2f} would hold "
                             f"{max(1, spec.concurrency or 1)} request(s) of {mml} tokens")
+            elif need_util <= 1.0:
+                pass  # the share exists on an empty machine but not beside the other jobs: said below
             else:  # no share of this GPU holds it
                 sugg.append(f"no --gpu-memory-utilization holds {max(1, spec.concurrency or 1)} request(s) of {mml} tokens: "
                             f"they need {need_util * machine.total_gib:.2f} GiB with the weights, more than the GPU's "
@@ -1871,10 +1895,17 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
         if pinned and headroom < 0 and pool is not None and pool + headroom > 0:
             sugg.append(f"--kv-cache-memory-bytes {math.floor(pool + headroom)}G fits the pool beside the rest "
                         "(the pinned pool is not bounded by --gpu-memory-utilization)")
-        if headroom < 0 and not bad:
+        if headroom < 0 and not pinned and not (bad and not (beside or by_reservations)):
+            # the share that leaves the OS reserve and the other jobs their memory; only where it still holds the
+            # server's non-KV memory and one request (else no share does: say so)
             share = math.floor(max(0.0, budget - others) / machine.total_gib * 100) / 100
-            sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
-                        f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
+            if share > 0 and share * machine.total_gib >= floor_need:
+                sugg.append(f"--gpu-memory-utilization {share:.2f} leaves the OS/driver reserve "
+                            f"({machine.os_reserve_gib:g} GiB) and the other jobs their memory")
+            else:
+                sugg.append(f"no --gpu-memory-utilization fits beside the other jobs: {max(0.0, budget - others):.2f} "
+                            f"GiB is left for this server and it needs {floor_need:.2f} GiB; stop or shrink a "
+                            "neighbour first, or a smaller model or quantization")
         if kvb >= 2 and req:
             sugg.append("--kv-cache-dtype fp8 halves the KV bytes per token")
         if machine.unified and not vllm_extensible_kv_cache(spec) and not kv_none and not pinned:

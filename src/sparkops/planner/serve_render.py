@@ -35,8 +35,13 @@ def render_serve(res: ServePlanResult) -> str:
              f"machine: {m.source}: total {_g(m.total_gib)}, CUDA free {_g(m.free_gib)}"
              + (f", page cache {_g(m.page_cache_gib)}" if m.page_cache_gib is not None else "")
              + (" (unified memory)" if m.unified else ""), ""]
+    planned = sum(b.gib for b in res.beside)
+    # judged against the running jobs' reservations (plan_serve: the stricter of the two budgets), what they reserve
+    reserved = res.budget_gib - res.footprint_gib - res.headroom_gib - planned
     lines.append(f"{MARK[res.verdict]}: holds {res.footprint_gib:,.2f} GiB of a {res.budget_gib:,.2f} GiB budget"
-                 + (f" beside {sum(b.gib for b in res.beside):,.2f} GiB of other jobs" if res.beside else "")
+                 + (f" beside {planned:,.2f} GiB of other jobs" if res.beside else "")
+                 + (f"{' and' if res.beside else ' beside'} {reserved:,.2f} GiB the running jobs have reserved"
+                    if res.running and reserved > 0.05 else "")
                  + f"; headroom {res.headroom_gib:,.2f} GiB")
     st = res.start
     verdict = {True: "passes", False: "FAILS", None: "unknown (free memory not read)"}[st.passes]
