@@ -404,3 +404,11 @@ def test_longest_request_is_never_longer_than_the_engines_cache_and_zero_without
     assert res.kv.max_model_len_fitting <= res.kv.tokens
     none = _plan("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.1")
     assert none.kv.available_gib <= 0 and none.kv.max_model_len_fitting == 0
+
+
+def test_two_servers_that_each_must_start_first_are_told_no_order_runs_both() -> None:
+    res = api.serve_plan(workload="vllm serve Qwen/Qwen3-0.6B --max-model-len 8192 --gpu-memory-utilization 0.05",
+                         facts=RUNNING, offline=True,
+                         beside=["vllm serve Qwen/Qwen3-0.6B --max-model-len 8192 --gpu-memory-utilization 0.125"])
+    assert any("no start order runs both" in n for n in res.notes)
+    assert not any(n.startswith("start the server before the other jobs") for n in res.notes)

@@ -1838,8 +1838,10 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
                 notes.append(f"{b.name}: its start-up check asks {b.start_ask_gib:.2f} GiB free and only {seen:.2f} GiB "
                              "is free even before anything else starts: give it a smaller share")
             elif me_first and (p.start.requested_gib or 0) + b.start_ask_gib > seen:
-                # each must start first and their asks together are more than is free: no order starts both
+                # each must start first and their asks together are more than is free: no order starts both (and the
+                # "start this one first" note above would be advice that cannot work)
                 beside_refused = True
+                notes = [n for n in notes if not n.startswith("start the server before the other jobs")]
                 notes.append(f"{b.name} and this server each pass their start-up check only if started first, and "
                              f"their asks ({b.start_ask_gib:.2f} + {p.start.requested_gib:.2f} GiB) are more than the "
                              f"{seen:.2f} GiB free: no start order runs both; give one a smaller share")
