@@ -63,16 +63,21 @@ def detect_engine(tokens: list[str]) -> tuple[str | None, int]:
     return None, 0
 
 
+def split_words(text: str) -> list[str]:
+    """A pasted line's words as a shell splits them (backslash line continuations joined); never raises: an
+    unbalanced quote falls back to splitting on whitespace."""
+    try:
+        return shlex.split(re.sub(r"\\\s*\n", " ", text), comments=False, posix=True)
+    except ValueError:
+        return text.split()
+
+
 def is_launch_line(text: str) -> bool:
     """Does the text start a serving engine (a pasted `vllm serve ...`, `docker run ... vllm/vllm-openai ...`,
     `OLLAMA_NUM_PARALLEL=2 ollama run ...`), rather than mention one in a sentence ("grpo qwen2.5-7b with trl,
     rollouts from vllm serve")? The engine's command is the first thing after any VAR=value, a container runner's
     options or a python launcher."""
-    try:
-        tokens = shlex.split(re.sub(r"\\\s*\n", " ", text), comments=False, posix=True)
-    except ValueError:
-        tokens = text.split()
-    tokens = [t for t in tokens if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", t)]
+    tokens = [t for t in split_words(text) if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", t)]
     if not tokens or detect_engine(tokens)[0] is None:
         return False
     head = tokens[0].rsplit("/", 1)[-1].lower()
@@ -83,8 +88,4 @@ def is_launch_line(text: str) -> bool:
 def engine_in_text(text: str) -> str | None:
     """The serving engine a free-text workload's launch line starts, if any; never raises (an unbalanced quote
     falls back to splitting on whitespace)."""
-    try:
-        tokens = shlex.split(re.sub(r"\\\s*\n", " ", text), comments=False, posix=True)
-    except ValueError:
-        tokens = text.split()
-    return detect_engine(tokens)[0]
+    return detect_engine(split_words(text))[0]
