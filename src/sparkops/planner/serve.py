@@ -71,6 +71,7 @@ from sparkops.planner.serve_shape import (  # noqa: F401 - serve's API: the mode
     mtp_layer_params,
     pixtral_params,
     resolve_shape,
+    serving_entry,
     shape_from_arch,
     shape_from_config,
     shape_from_gguf,
@@ -1433,11 +1434,8 @@ def _own_config(model: str | None) -> dict[str, Any] | None:
     cfg = getattr(architecture._lookup(model), "config", None)
     if isinstance(cfg, dict):
         return cfg
-    key = model.strip().lower()
-    for e in engines_knowledge().models:
-        if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
-            return e.config if isinstance(e.config, dict) and not e.same_as else None
-    return None
+    e = serving_entry(model)
+    return e.config if e is not None and isinstance(e.config, dict) and not e.same_as else None
 
 
 class GgufSlots(NamedTuple):

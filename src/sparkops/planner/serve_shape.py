@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkops.planner.serve_engines import (
     ServeInputError,
+    ServeModelEntry,
     ServeSpec,
     candidate_names,
     engine_value,
@@ -385,6 +386,15 @@ _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9
                26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 38: "MXFP4"}
 
 
+def serving_entry(name: str) -> ServeModelEntry | None:
+    """The serving catalog's entry a name stands for (its id, name, an HF id or an alias; case aside), else None."""
+    key = name.strip().lower()
+    for e in engines_knowledge().models:
+        if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
+            return e
+    return None
+
+
 def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | None = None,
                   env: Any = None, hub: HubAccess | None = None) -> ServeShape:
     """The model's serving shape: a GGUF file's header, a config path, the serving-only entries,
@@ -425,25 +435,24 @@ def resolve_shape(model: str | None, *, config: str | None = None, gguf: str | N
     ref = gguf_ref(model)
     if ref is not None and ref[0] != model:  # -hf org/repo:TAG: the repository's name without the tag
         names += [n for n in candidate_names(ref[0]) if n not in names]
-    kb = engines_knowledge()
     for n in names:
-        key = n.lower()
-        for e in kb.models:
-            if key in {e.id, e.name.lower(), *(h.lower() for h in e.hf_ids), *(a.lower() for a in e.aliases)}:
-                if e.same_as:
-                    s = shape_from_arch(architecture.resolve(e.same_as))
-                    return ServeShape(**{**s.__dict__, "id": e.id, "name": e.name, "source": e.source,
-                                         "context_train": _catalog_context(e.same_as)})
-                s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
-                ctx = e.config.get("max_position_embeddings")
-                return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
-                                     "pool_task": e.pool_task, "st_modules": e.st_modules,
-                                     "params_vision": vision_params(e.vision) if e.vision else 0,
-                                     "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
-                                     else None,
-                                     "mtp_layers": int(e.config.get("mtp_num_hidden_layers") or 0),
-                                     "mtp_layer_params": mtp_layer_params(e.config)
-                                     if e.config.get("mtp_num_hidden_layers") else 0})
+        e = serving_entry(n)
+        if e is None:
+            continue
+        if e.same_as:
+            s = shape_from_arch(architecture.resolve(e.same_as))
+            return ServeShape(**{**s.__dict__, "id": e.id, "name": e.name, "source": e.source,
+                                 "context_train": _catalog_context(e.same_as)})
+        s = shape_from_config(e.config, id=e.id, name=e.name, source=e.source)
+        ctx = e.config.get("max_position_embeddings")
+        return ServeShape(**{**s.__dict__, "context_train": ctx if isinstance(ctx, int) else None,
+                             "pool_task": e.pool_task, "st_modules": e.st_modules,
+                             "params_vision": vision_params(e.vision) if e.vision else 0,
+                             "vision": VisionDims.from_config(e.vision) if e.vision and "depth" in e.vision
+                             else None,
+                             "mtp_layers": int(e.config.get("mtp_num_hidden_layers") or 0),
+                             "mtp_layer_params": mtp_layer_params(e.config)
+                             if e.config.get("mtp_num_hidden_layers") else 0})
     last: Exception | None = None
     for n in names:
         try:
