@@ -834,6 +834,7 @@ class _Plan:
     kv_other_ranks: float | None = None  # V0, several ranks: a non-driver rank's KV (no sampler in its profile)
     stages: list[StageKV] = field(default_factory=list)  # vLLM pipeline stages, sized one by one
     cell_bytes: float | None = None  # SGLang: bytes of one pool token (its own layout), what a request's tokens cost
+    gguf: GgufSlots | None = None  # llama.cpp / Ollama: the cells and slots the flags lay out (read once, in _gguf)
 
 
 def lora_slot_bytes(shape: ServeShape, spec: ServeSpec) -> int:
@@ -1508,7 +1509,8 @@ def ollama_swa_memory(shape: ServeShape, spec: ServeSpec) -> tuple[int, int] | N
 
 
 def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kvb: float) -> _Plan:
-    cells, swa, seqs, slot_cells = _gguf_kv_cells(shape, spec)
+    slots = _gguf_kv_cells(shape, spec)
+    cells, swa, seqs, slot_cells = slots
     notes = []
     if spec.engine == "llama.cpp" and seqs > 1:
         how = "no -np: llama-server's auto slots" if not spec.parallel else f"-np {seqs}"
@@ -1534,7 +1536,7 @@ def _gguf(shape: ServeShape, spec: ServeSpec, m: Machine, weights_gib: float, kv
                        detail=f"{cells} KV cells ({seqs} sequence{'s' if seqs != 1 else ''}), "
                               f"{shape.sliding_layers} sliding-window layers at {swa} cells")
     return _Plan(weights=weights_gib, overheads={"compute_buffer": compute}, kv_available=round(kv, 3),
-                 tokens=cells, footprint=need, start=start, notes=notes)
+                 tokens=cells, footprint=need, start=start, notes=notes, gguf=slots)
 
 
 # ------------------------------------------------------------------ the plan
@@ -1667,7 +1669,7 @@ def plan_serve(shape: ServeShape, spec: ServeSpec, machine: Machine, *, fit_marg
     d_per = drafter.kv_layer_bytes(kvb, tp) if drafter is not None else 0.0
     per_tok = kv_bytes_per_token(shape, kvb, tp) + d_per * d_layers + kv_layer_bytes(shape, kvb, tp) * mtp
     mml = spec.max_model_len if spec.engine in ("vllm", "sglang", "trtllm") else None
-    gguf = _gguf_kv_cells(shape, spec) if spec.engine in ("llama.cpp", "ollama") else None
+    gguf = p.gguf  # llama.cpp / Ollama: the layout _gguf read
     if gguf is not None:
         # the longest request a slot holds (llama.cpp: all -c cells with a unified cache, else -c/np; Ollama num_ctx)
         mml = gguf.slot_cells
